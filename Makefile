@@ -1,0 +1,48 @@
+# make demo  - set up .venv, run math rollouts end to end through ng_run, print a summary
+# make test  - set up .venv, run the test suite (offline)
+# make bench - set up .venv, run the benchmarks (JSON lines under results/bench/)
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.prorl-installed
+# Servers that ng_run starts; each gets .venvs/<type>/<name>/.venv -> .venv (see configs/base.yaml).
+SERVER_DIRS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/requirements.txt responses_api_models/*/requirements.txt)
+BUILTIN_SERVERS := responses_api_models/vllm_model
+
+.PHONY: setup demo test bench data clean
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/find-python
+	@set -e; \
+	if [ ! -x $(PY) ]; then \
+	  python=$$(scripts/find-python); \
+	  echo "Creating $(VENV) with $$python"; \
+	  "$$python" -m venv $(VENV); \
+	fi; \
+	$(PY) -m pip install --quiet -e '.[test]'; \
+	$(PY) -c 'import prorl_gym, nemo_gym, resources_servers' ; \
+	touch $@
+	@$(MAKE) --no-print-directory link-venvs
+
+# ng_run would build one uv venv per server (downloads); point every server at the project's .venv.
+.PHONY: link-venvs
+link-venvs:
+	@for d in $(patsubst %/requirements.txt,%,$(SERVER_DIRS)) $(BUILTIN_SERVERS); do \
+	  mkdir -p .venvs/$$d && ln -sfn $(CURDIR)/$(VENV) .venvs/$$d/.venv; \
+	done
+
+demo: setup
+	$(PY) -m prorl_gym.demo
+
+test: setup
+	$(PY) -m pytest -q
+
+bench: setup
+	@mkdir -p results/bench
+	$(PY) -m benchmarks.tool_latency | tee results/bench/tool_latency.log
+
+data: setup
+	$(PY) data/prepare_math.py
+
+clean:
+	rm -rf $(VENV) .venvs results .pytest_cache

@@ -1,0 +1,1 @@
+"""prorl-gym: rollout-as-a-service for multi-turn LLM agents on NeMo Gym."""
