@@ -1,0 +1,230 @@
+"""A persistent IPython kernel inside the sandbox, driven over ZMQ IPC (Unix sockets).
+
+The kernel listens on sockets in a directory private to its sandbox (bound at the same
+absolute path inside and outside, because the connection file names it); this process
+holds the client end. No TCP, no web server. Started lazily: a kernel costs ~0.5 s and
+~34 MiB, so only tasks that use Python pay for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import secrets
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from queue import Empty
+
+from jupyter_client.asynchronous import AsyncKernelClient
+from pydantic import BaseModel
+
+from prorl_gym.runtime.output import BoundedOutput
+from prorl_gym.runtime.process import reap, signal_group
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+class KernelError(RuntimeError):
+    """The kernel could not be started."""
+
+
+class PythonResult(BaseModel):
+    """What one Python execution produced: printed text, results, and the traceback if it raised."""
+
+    output: str
+    error: dict | None = None  # {"ename", "evalue", "traceback"} when the code raised
+    timed_out: bool = False
+    truncated: bool = False
+    kernel_restarted: bool = False
+    duration_s: float = 0.0
+
+
+class IPythonKernel:
+    """One IPython kernel; one execution at a time; state persists between executions."""
+
+    def __init__(
+        self,
+        socket_dir: Path,
+        wrap: Callable[[list[str]], list[str]],
+        python: str,
+        env: dict[str, str],
+        cwd: str,
+        output_limit: int = 16 * 1024,
+        start_timeout_s: float = 30.0,
+        interrupt_grace_s: float = 2.0,
+    ):
+        self._socket_dir = Path(socket_dir)
+        self._wrap = wrap
+        self._python = python
+        self._env = env
+        self._cwd = cwd
+        self.output_limit = output_limit
+        self.start_timeout_s = start_timeout_s
+        self.interrupt_grace_s = interrupt_grace_s
+        self._lock = asyncio.Lock()
+        self._client: AsyncKernelClient | None = None
+        self.pid = -1
+        self._exited: asyncio.Future[None] | None = None
+        self._pidfd = -1
+
+    @property
+    def alive(self) -> bool:
+        return self._client is not None and self._exited is not None and not self._exited.done()
+
+    async def start(self) -> None:
+        self._socket_dir.mkdir(parents=True, exist_ok=True)
+        conn_file = self._socket_dir / "kernel.json"
+        info = {
+            "transport": "ipc",
+            "ip": str(self._socket_dir.absolute() / "k"),
+            "shell_port": 1,
+            "iopub_port": 2,
+            "stdin_port": 3,
+            "control_port": 4,
+            "hb_port": 5,
+            "key": secrets.token_hex(16),
+            "signature_scheme": "hmac-sha256",
+            "kernel_name": "",
+        }
+        conn_file.write_text(json.dumps(info))
+        argv = self._wrap(
+            [
+                self._python, "-m", "ipykernel_launcher", "-f", str(conn_file),
+                "--HistoryManager.enabled=False", "--quiet",
+            ]
+        )  # fmt: skip
+        log = str(self._socket_dir / "kernel.log")
+        try:
+            self.pid = os.posix_spawnp(
+                argv[0], argv, dict(self._env),
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
+                    (os.POSIX_SPAWN_DUP2, 1, 2),
+                ],
+                setsid=True,
+            )  # fmt: skip
+        except OSError as exc:
+            raise KernelError(f"could not start kernel {argv[:3]}: {exc}") from exc
+        self._watch_exit()
+
+        client = AsyncKernelClient()
+        client.load_connection_info(info)
+        client.start_channels()
+        self._client = client
+        try:
+            ready = asyncio.ensure_future(client.wait_for_ready(timeout=self.start_timeout_s))
+            await asyncio.wait({ready, self._exited}, return_when=asyncio.FIRST_COMPLETED)
+            if not ready.done():
+                ready.cancel()
+                raise KernelError("kernel exited during start-up")
+            ready.result()
+            # posix_spawn has no cwd; move the kernel into its working directory first.
+            await self._client.execute_interactive(
+                f"import os as _os; _os.chdir({self._cwd!r}); del _os", store_history=False, timeout=self.start_timeout_s
+            )
+        except Exception as exc:  # noqa: BLE001 - any start failure: report the kernel log
+            detail = _tail(log)
+            await self.close()
+            raise KernelError(f"kernel did not become ready: {exc}\n{detail}") from exc
+
+    def _watch_exit(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._exited = loop.create_future()
+        self._pidfd = os.pidfd_open(self.pid)
+
+        def on_exit() -> None:
+            loop.remove_reader(self._pidfd)
+            if not self._exited.done():
+                self._exited.set_result(None)
+
+        loop.add_reader(self._pidfd, on_exit)
+
+    async def close(self) -> None:
+        if self._client is not None:
+            self._client.stop_channels()
+            self._client = None
+        if self.pid > 0:
+            signal_group(self.pid, signal.SIGKILL)
+            await reap(self.pid)
+            self.pid = -1
+        if self._pidfd >= 0:
+            asyncio.get_running_loop().remove_reader(self._pidfd)
+            os.close(self._pidfd)
+            self._pidfd = -1
+
+    async def execute(self, code: str, timeout: float) -> PythonResult:
+        """Run `code`; errors come back as a traceback, a hang as timed_out, never as a raise."""
+        async with self._lock:
+            restarted = False
+            if not self.alive:
+                await self.close()
+                await self.start()
+            started = time.perf_counter()
+            capture = BoundedOutput(limit=self.output_limit)
+            result = PythonResult(output="")
+            msg_id = self._client.execute(code, store_history=False, allow_stdin=False, stop_on_error=False)
+            deadline = time.monotonic() + timeout
+            state = await self._collect(msg_id, capture, result, deadline)
+            if state == "timeout":
+                result.timed_out = True
+                self._interrupt()
+                state = await self._collect(msg_id, capture, result, time.monotonic() + self.interrupt_grace_s)
+            if state != "idle":  # would not stop, or died: start over next time
+                await self.close()
+                restarted = True
+                capture.append(b"\n[the Python kernel died or would not stop; it was restarted, state was lost]\n")
+            result.output = capture.text()
+            result.truncated = capture.truncated
+            result.kernel_restarted = restarted
+            result.duration_s = time.perf_counter() - started
+            return result
+
+    async def _collect(self, msg_id: str, capture: BoundedOutput, result: PythonResult, deadline: float) -> str:
+        """Read iopub until our execution is idle ('idle'), the deadline ('timeout') or death ('dead')."""
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout"
+            get = asyncio.ensure_future(self._client.get_iopub_msg(timeout=remaining))
+            await asyncio.wait({get, self._exited}, return_when=asyncio.FIRST_COMPLETED)
+            if not get.done():
+                get.cancel()
+                return "dead"
+            try:
+                msg = get.result()
+            except Empty:
+                return "timeout"
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                capture.append(content["text"].encode())
+            elif kind in ("execute_result", "display_data"):
+                text = content.get("data", {}).get("text/plain")
+                if text is not None:
+                    capture.append((text + "\n").encode())
+            elif kind == "error":
+                traceback = _ANSI.sub("", "\n".join(content.get("traceback", [])))
+                result.error = {"ename": content["ename"], "evalue": content["evalue"], "traceback": traceback}
+                capture.append((traceback + "\n").encode())
+            elif kind == "status" and content.get("execution_state") == "idle":
+                return "idle"
+
+    def _interrupt(self) -> None:
+        """Ask the kernel to SIGINT itself (works across namespaces, unlike our signals)."""
+        msg = self._client.session.msg("interrupt_request", content={})
+        self._client.control_channel.send(msg)
+
+
+def _tail(path: str, size: int = 2000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.path.getsize(path) - size))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""

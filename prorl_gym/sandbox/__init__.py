@@ -1,0 +1,30 @@
+"""Sandboxes: a persistent shell, a lazy IPython kernel and files, behind one async API."""
+
+from prorl_gym.runtime.files import EditError, SandboxFileError, SandboxFileNotFound
+from prorl_gym.runtime.kernel import PythonResult
+from prorl_gym.runtime.shell import ShellResult
+from prorl_gym.sandbox.backends.base import UnknownBackendError, get_backend
+from prorl_gym.sandbox.sandbox import (
+    Sandbox,
+    SandboxClosedError,
+    SandboxError,
+    SandboxStartError,
+    create_sandbox,
+)
+from prorl_gym.sandbox.spec import SandboxSpec
+
+__all__ = [
+    "EditError",
+    "PythonResult",
+    "Sandbox",
+    "SandboxClosedError",
+    "SandboxError",
+    "SandboxFileError",
+    "SandboxFileNotFound",
+    "SandboxSpec",
+    "SandboxStartError",
+    "ShellResult",
+    "UnknownBackendError",
+    "create_sandbox",
+    "get_backend",
+]

@@ -1,0 +1,148 @@
+"""The Sandbox API: one isolated place with a persistent shell, a lazy Python kernel and files.
+
+    async with await create_sandbox(SandboxSpec()) as sb:
+        await sb.bash("cd /tmp && ls")
+        await sb.python("x = 1 + 1")
+        await sb.write_file("a.txt", "hello")
+
+Backends decide where it runs (`local`, ...); the drivers here are the same for all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from pathlib import Path
+
+from prorl_gym.runtime.files import SandboxFiles
+from prorl_gym.runtime.kernel import IPythonKernel, PythonResult
+from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
+from prorl_gym.sandbox.backends.base import Placement, get_backend
+from prorl_gym.sandbox.spec import SandboxSpec
+
+BASH_ARGV = ["bash", "--noprofile", "--norc", "--noediting", "-i"]
+
+
+class SandboxError(RuntimeError):
+    pass
+
+
+class SandboxStartError(SandboxError):
+    pass
+
+
+class SandboxClosedError(SandboxError):
+    pass
+
+
+class Sandbox:
+    def __init__(self, spec: SandboxSpec, placement: Placement):
+        self.spec = spec
+        self.placement = placement
+        self.id = placement.sandbox_id
+        self._shell = self._new_shell(spec.output_limit_bytes)
+        self._file_shell = self._new_shell(spec.output_limit_bytes)
+        self._kernel: IPythonKernel | None = None
+        self._kernel_lock = asyncio.Lock()
+        self.files = SandboxFiles(self._file_shell, placement.workspace)
+        self.closed = False
+
+    def _new_shell(self, output_limit: int) -> PtyShell:
+        return PtyShell(
+            self.placement.wrap(BASH_ARGV),
+            self.placement.environment(),
+            cwd=self.placement.workspace,
+            output_limit=output_limit,
+            interrupt_grace_s=self.spec.interrupt_grace_s,
+            start_timeout_s=self.spec.start_timeout_s,
+        )
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> "Sandbox":
+        try:
+            await self._shell.start()
+        except ShellError as exc:
+            await self.close()
+            raise SandboxStartError(f"sandbox {self.id}: {exc}") from exc
+        return self
+
+    async def close(self) -> None:
+        """Kill everything the sandbox started and remove its resources. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        closers = [self._shell.close(), self._file_shell.close()]
+        if self._kernel is not None:
+            closers.append(self._kernel.close())
+        await asyncio.gather(*closers, return_exceptions=True)
+        await self.placement.close()
+
+    async def __aenter__(self) -> "Sandbox":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise SandboxClosedError(f"sandbox {self.id} is closed")
+
+    # ------------------------------------------------------------------ tools
+
+    async def bash(self, command: str, timeout: float | None = None) -> ShellResult:
+        self._check_open()
+        return await self._shell.run(command, timeout or self.spec.command_timeout_s)
+
+    async def python(self, code: str, timeout: float | None = None) -> PythonResult:
+        """Run code in the sandbox's IPython kernel, starting it on first use."""
+        self._check_open()
+        async with self._kernel_lock:
+            if self._kernel is None:
+                self._kernel = IPythonKernel(
+                    socket_dir=self.placement.socket_dir,
+                    wrap=self.placement.wrap,
+                    python=self.placement.python,
+                    env=self.placement.environment(),
+                    cwd=self.placement.workspace,
+                    output_limit=self.spec.output_limit_bytes,
+                    start_timeout_s=self.spec.start_timeout_s,
+                    interrupt_grace_s=max(self.spec.interrupt_grace_s, 1.0),
+                )
+        return await self._kernel.execute(code, timeout or self.spec.python_timeout_s)
+
+    async def _files(self) -> SandboxFiles:
+        self._check_open()
+        if not self._file_shell.alive:
+            async with self._kernel_lock:  # one start at a time
+                if not self._file_shell.alive:
+                    await self._file_shell.start()
+        return self.files
+
+    async def read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
+        return await (await self._files()).read(path, start_line, end_line)
+
+    async def read_bytes(self, path: str) -> bytes:
+        return await (await self._files()).read_bytes(path)
+
+    async def write_file(self, path: str, content: str | bytes) -> str:
+        return await (await self._files()).write(path, content)
+
+    async def edit_file(self, path: str, old: str, new: str) -> str:
+        return await (await self._files()).edit(path, old, new)
+
+    async def upload(self, local_path: str | Path, sandbox_path: str) -> str:
+        data = await asyncio.to_thread(Path(local_path).read_bytes)
+        return await self.write_file(sandbox_path, data)
+
+    async def download(self, sandbox_path: str, local_path: str | Path) -> None:
+        data = await self.read_bytes(sandbox_path)
+        await asyncio.to_thread(Path(local_path).write_bytes, data)
+
+
+async def create_sandbox(spec: SandboxSpec | None = None, sandbox_id: str | None = None) -> Sandbox:
+    """Place and start a sandbox; on any failure nothing is left behind."""
+    spec = spec or SandboxSpec()
+    sandbox_id = sandbox_id or secrets.token_hex(6)
+    placement = await get_backend(spec.backend).place(sandbox_id, spec)
+    return await Sandbox(spec, placement).start()

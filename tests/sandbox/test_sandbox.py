@@ -1,0 +1,95 @@
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from prorl_gym.sandbox import (
+    EditError,
+    Sandbox,
+    SandboxClosedError,
+    SandboxSpec,
+    UnknownBackendError,
+    create_sandbox,
+)
+
+
+async def test_bash_python_and_files_share_one_workspace(sandbox: Sandbox):
+    await sandbox.bash("echo from-bash > shared.txt")
+    result = await sandbox.python("print(open('shared.txt').read().strip())")
+    assert result.output == "from-bash\n"
+    await sandbox.write_file("notes/a.md", "# title\nbody\n")
+    assert (await sandbox.bash("cat notes/a.md")).output == "# title\nbody\n"
+    await sandbox.edit_file("notes/a.md", "body", "new body")
+    assert await sandbox.read_file("notes/a.md", 2, 2) == "new body\n"
+    with pytest.raises(EditError):
+        await sandbox.edit_file("notes/a.md", "absent", "x")
+
+
+async def test_upload_and_download(sandbox: Sandbox, tmp_path):
+    src = tmp_path / "src.bin"
+    src.write_bytes(os.urandom(10_000))
+    await sandbox.upload(src, "in/data.bin")
+    await sandbox.download("in/data.bin", tmp_path / "back.bin")
+    assert (tmp_path / "back.bin").read_bytes() == src.read_bytes()
+
+
+async def test_kernel_starts_only_when_python_is_used(sandbox: Sandbox):
+    assert sandbox._kernel is None
+    await sandbox.bash("true")
+    assert sandbox._kernel is None
+    await sandbox.python("1")
+    assert sandbox._kernel is not None and sandbox._kernel.alive
+
+
+async def test_close_kills_every_process_including_escapees(sandbox_spec):
+    sandbox = await create_sandbox(sandbox_spec)
+    await sandbox.bash("sleep 300 & setsid sleep 301 & (sleep 302 &) ; nohup sleep 303 >/dev/null 2>&1 &")
+    await sandbox.python("import subprocess; p = subprocess.Popen(['sleep', '304'], start_new_session=True)")
+    private_dir = Path(sandbox_spec.root_dir) / sandbox.id
+    assert private_dir.exists()
+    await sandbox.close()
+    await asyncio.sleep(0.1)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert not [line for line in ps.splitlines() if line.startswith("sleep 30")]
+    assert not private_dir.exists()
+    with pytest.raises(SandboxClosedError):
+        await sandbox.bash("true")
+    await sandbox.close()  # idempotent
+
+
+async def test_async_with_closes(sandbox_spec):
+    async with await create_sandbox(sandbox_spec) as sandbox:
+        await sandbox.bash("true")
+    assert sandbox.closed
+
+
+async def test_unknown_backend_is_a_clear_error(sandbox_spec):
+    with pytest.raises(UnknownBackendError, match="known: \\['local'\\]"):
+        await create_sandbox(sandbox_spec.model_copy(update={"backend": "nope"}))
+
+
+async def test_sandboxes_are_independent(sandbox_spec):
+    a, b = await asyncio.gather(create_sandbox(sandbox_spec), create_sandbox(sandbox_spec))
+    try:
+        await a.bash("export WHO=a; cd /")
+        assert (await b.bash("echo ${WHO:-none}; pwd")).output == f"none\n{b.placement.workspace}\n"
+    finally:
+        await asyncio.gather(a.close(), b.close())
+
+
+def test_cli_runs_a_command_and_returns_its_exit_code(tmp_path):
+    env = dict(os.environ, PRORL_SANDBOX_ROOT=str(tmp_path))
+    run = subprocess.run(
+        [sys.executable, "-m", "prorl_gym.sandbox", "exec", "--", "echo hello; exit 3"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert run.stdout.startswith("hello\n")
+    assert run.returncode == 3
+    bad = subprocess.run(
+        [sys.executable, "-m", "prorl_gym.sandbox", "exec", "--backend", "nope", "--", "true"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "unknown sandbox backend" in bad.stderr
