@@ -114,23 +114,49 @@ class IPythonKernel:
 
         client = AsyncKernelClient()
         client.load_connection_info(info)
-        client.start_channels()
+        # No heartbeat channel: its 1 s liveness check misfires while kernels start under
+        # load; the pidfd tells us exactly when the process dies.
+        client.start_channels(hb=False)
         self._client = client
         try:
-            ready = asyncio.ensure_future(client.wait_for_ready(timeout=self.start_timeout_s))
-            await asyncio.wait({ready, self._exited}, return_when=asyncio.FIRST_COMPLETED)
-            if not ready.done():
-                ready.cancel()
-                raise KernelError("kernel exited during start-up")
-            ready.result()
+            await self._wait_ready(time.monotonic() + self.start_timeout_s)
             # posix_spawn has no cwd; move the kernel into its working directory first.
-            await self._client.execute_interactive(
-                f"import os as _os; _os.chdir({self._cwd!r}); del _os", store_history=False, timeout=self.start_timeout_s
-            )
+            chdir = f"import os as _os; _os.chdir({self._cwd!r}); del _os"
+            result = PythonResult(output="")
+            state = await self._collect(
+                self._client.execute(chdir, silent=True, store_history=False), BoundedOutput(), result,
+                time.monotonic() + self.start_timeout_s,
+            )  # fmt: skip
+            if state != "idle" or result.error:
+                raise KernelError(f"could not enter {self._cwd}: {state} {result.error}")
         except Exception as exc:  # noqa: BLE001 - any start failure: report the kernel log
             detail = _tail(log)
             await self.close()
-            raise KernelError(f"kernel did not become ready: {exc}\n{detail}") from exc
+            raise KernelError(f"kernel did not become ready: {exc!r}\n{detail}") from exc
+
+    async def _wait_ready(self, deadline: float) -> None:
+        """kernel_info round trips until the kernel answers and its IOPub reaches us.
+
+        A reply to any of our requests counts: under load a reply can take longer than the
+        poll interval, and insisting on the latest request would chase it forever.
+        """
+        while True:
+            if self._exited.done():
+                raise KernelError("kernel exited during start-up")
+            if time.monotonic() > deadline:
+                raise KernelError(f"no kernel_info reply within {self.start_timeout_s}s")
+            self._client.kernel_info()
+            try:
+                reply = await self._client.get_shell_msg(timeout=1.0)
+            except Empty:
+                continue
+            if reply["msg_type"] != "kernel_info_reply":
+                continue
+            try:  # the kernel publishes busy/idle for that request; seeing it means IOPub is connected
+                await self._client.get_iopub_msg(timeout=1.0)
+                return
+            except Empty:
+                continue
 
     def _watch_exit(self) -> None:
         loop = asyncio.get_running_loop()

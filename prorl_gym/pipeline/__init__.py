@@ -1,0 +1,1 @@
+"""The rollout pipeline: stages with their own worker pools, limits, typed failures."""

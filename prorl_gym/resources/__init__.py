@@ -1,0 +1,1 @@
+"""What every sandboxed resources server shares: sessions, tools and the server base class."""

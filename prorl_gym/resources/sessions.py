@@ -1,0 +1,80 @@
+"""Session id -> sandbox, for one resources server process.
+
+A rollout's session (NeMo Gym's session cookie) owns at most one sandbox, created at
+seed_session and closed at verify or release. Sandboxes idle longer than `idle_ttl_s`
+(an agent that died mid-rollout) are closed by a background sweep; shutdown closes all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from prorl_gym.sandbox import Sandbox, SandboxSpec, create_sandbox
+
+log = logging.getLogger(__name__)
+
+
+class UnknownSessionError(LookupError):
+    """No live sandbox for this session: never seeded, already verified, or expired."""
+
+
+class SandboxSessions:
+    def __init__(self, spec: SandboxSpec, idle_ttl_s: float = 3600.0):
+        self.spec = spec
+        self.idle_ttl_s = idle_ttl_s
+        self._sandboxes: dict[str, Sandbox] = {}
+        self._last_used: dict[str, float] = {}
+        self._sweeper: asyncio.Task | None = None
+
+    def __len__(self) -> int:
+        return len(self._sandboxes)
+
+    async def start(self) -> None:
+        self._sweeper = asyncio.create_task(self._sweep_forever())
+
+    async def close(self) -> None:
+        if self._sweeper:
+            self._sweeper.cancel()
+        sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
+        self._last_used.clear()
+        await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
+
+    async def create(self, session_id: str) -> Sandbox:
+        """A fresh sandbox for this session (a stale one from a retried seed is closed first)."""
+        await self.release(session_id)
+        sandbox = await create_sandbox(self.spec)
+        self._sandboxes[session_id] = sandbox
+        self._last_used[session_id] = time.monotonic()
+        return sandbox
+
+    def get(self, session_id: str) -> Sandbox:
+        try:
+            sandbox = self._sandboxes[session_id]
+        except KeyError:
+            raise UnknownSessionError(f"no sandbox for session {session_id!r} (not seeded, finished or expired)") from None
+        self._last_used[session_id] = time.monotonic()
+        return sandbox
+
+    def find(self, session_id: str) -> Sandbox | None:
+        return self._sandboxes.get(session_id)
+
+    async def release(self, session_id: str) -> bool:
+        """Close the session's sandbox if it has one; True if there was one."""
+        sandbox = self._sandboxes.pop(session_id, None)
+        self._last_used.pop(session_id, None)
+        if sandbox is None:
+            return False
+        await sandbox.close()
+        return True
+
+    async def _sweep_forever(self) -> None:
+        interval = max(1.0, min(60.0, self.idle_ttl_s / 4))
+        while True:
+            await asyncio.sleep(interval)
+            cutoff = time.monotonic() - self.idle_ttl_s
+            stale = [sid for sid, used in self._last_used.items() if used < cutoff]
+            for sid in stale:
+                log.warning("closing sandbox of session %s: idle for more than %.0fs", sid, self.idle_ttl_s)
+                await self.release(sid)

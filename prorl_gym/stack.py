@@ -1,0 +1,163 @@
+"""Run the whole stack as child processes: the scripted policy (optional) and `ng_run`.
+
+Used by the demo, the end-to-end tests and the benchmarks. Everything it starts runs in
+sessions it owns and is killed on exit, also on Ctrl-C or error, so nothing is left behind.
+
+    with Stack(["configs/math.yaml"], policy_data=["resources_servers/math/data/example.jsonl"]) as stack:
+        stack.collect("math_agent", "resources_servers/math/data/example.jsonl", "results/out.jsonl")
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+class StackError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _session_members(sid: int) -> list[int]:
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == sid:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def kill_session(proc: subprocess.Popen, grace_s: float = 10.0, sig: int = signal.SIGINT) -> None:
+    """Signal a child started with start_new_session, then SIGKILL whatever of its session remains."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, sig)
+            proc.wait(timeout=grace_s)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+    for pid in _session_members(proc.pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+@dataclass
+class Stack:
+    config_paths: list[str]
+    overrides: list[str] = field(default_factory=list)
+    policy_data: list[str] | None = None  # start the scripted policy on these rows
+    policy_args: list[str] = field(default_factory=list)
+    log_dir: Path = REPO_ROOT / "results" / "logs"
+    ready_timeout_s: float = 300.0
+    head_port: int = field(default_factory=free_port)
+    policy_port: int = field(default_factory=free_port)
+    _procs: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def common_overrides(self) -> list[str]:
+        """What every NeMo Gym CLI of this stack needs: the same configs and head server."""
+        return [
+            f"+config_paths=[{','.join(self.config_paths)}]",
+            "+head_server.host=127.0.0.1",
+            f"+head_server.port={self.head_port}",
+        ]
+
+    def __enter__(self) -> "Stack":
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _spawn(self, argv: list[str], log_name: str) -> subprocess.Popen:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_dir / log_name, "w")
+        proc = subprocess.Popen(
+            argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1", RAY_USAGE_STATS_ENABLED="0"),
+        )  # fmt: skip
+        log.close()
+        self._procs.append(proc)
+        return proc
+
+    def start(self) -> None:
+        overrides = list(self.overrides)
+        if self.policy_data is not None:
+            data = [arg for path in self.policy_data for arg in ("--data", path)]
+            self._spawn(
+                [str(BIN / "python"), "-m", "responses_api_models.scripted_policy", *data,
+                 "--port", str(self.policy_port), *self.policy_args],
+                "scripted_policy.log",
+            )  # fmt: skip
+            self._wait_http(f"http://127.0.0.1:{self.policy_port}/health", "scripted policy", self._procs[-1])
+            overrides.append(f"+policy_base_url=http://127.0.0.1:{self.policy_port}/v1")
+        ng_run = self._spawn([str(BIN / "ng_run"), *self.common_overrides, *overrides], "ng_run.log")
+        self._wait_log(ng_run, self.log_dir / "ng_run.log", "servers ready!")
+
+    def _wait_http(self, url: str, what: str, proc: subprocess.Popen) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise StackError(f"{what} exited with {proc.returncode}; see {self.log_dir}")
+            try:
+                with urllib.request.urlopen(url, timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise StackError(f"{what} not up within {self.ready_timeout_s}s")
+
+    def _wait_log(self, proc: subprocess.Popen, log: Path, marker: str) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        while time.monotonic() < deadline:
+            if marker in log.read_text(errors="replace"):
+                return
+            if proc.poll() is not None:
+                raise StackError(f"ng_run exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
+            time.sleep(0.2)
+        raise StackError(f"ng_run not ready within {self.ready_timeout_s}s; see {log}")
+
+    def collect(self, agent: str, input_jsonl: str | Path, output_jsonl: str | Path, num_repeats: int = 1,
+                extra: list[str] | None = None, timeout_s: float = 1800) -> subprocess.CompletedProcess:  # fmt: skip
+        """Run NeMo Gym's ng_collect_rollouts against this stack."""
+        argv = [
+            str(BIN / "ng_collect_rollouts"), *self.common_overrides,
+            f"+agent_name={agent}", f"+input_jsonl_fpath={input_jsonl}", f"+output_jsonl_fpath={output_jsonl}",
+            f"+num_repeats={num_repeats}", *(extra or []),
+        ]  # fmt: skip
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_dir / "collect.log", "a") as log:
+            run = subprocess.run(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
+        if run.returncode != 0:
+            raise StackError(f"ng_collect_rollouts failed ({run.returncode}); see {self.log_dir / 'collect.log'}")
+        return run
+
+    def stop(self) -> None:
+        for proc in reversed(self._procs):
+            kill_session(proc)
+        self._procs.clear()

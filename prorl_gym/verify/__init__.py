@@ -1,0 +1,1 @@
+"""Shared answer checking: answer extraction, math equivalence, and an isolated worker pool."""

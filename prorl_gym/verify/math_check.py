@@ -1,0 +1,48 @@
+"""Math answer checking; runs inside a verifier worker process (imports are heavy).
+
+Two checkers, chosen per row by the dataset: `math_verify` (symbolic/numeric
+equivalence, the default) and `reasoning_gym` (the generator's own score_answer, for
+answers with a generator-specific format or tolerance: complex numbers written with i,
+decimals to N significant digits, factor lists).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+
+def check_math(answer: str, expected: str, checker: dict[str, Any]) -> dict[str, Any]:
+    kind = checker.get("kind", "math_verify")
+    if kind == "math_verify":
+        return _math_verify(answer, expected)
+    if kind == "reasoning_gym":
+        return _reasoning_gym(answer, checker)
+    raise ValueError(f"unknown math checker kind {kind!r}")
+
+
+def _math_verify(answer: str, expected: str) -> dict[str, Any]:
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
+
+    gold = parse(f"${expected}$", extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()])
+    if not gold:
+        raise ValueError(f"expected answer {expected!r} does not parse")
+    predicted = parse(f"\\boxed{{{answer}}}")
+    correct = bool(predicted) and bool(verify(gold, predicted))
+    return {"score": 1.0 if correct else 0.0, "parsed": [str(p) for p in predicted[:1]]}
+
+
+@lru_cache(maxsize=64)
+def _dataset(name: str):
+    import reasoning_gym
+
+    return reasoning_gym.create_dataset(name, size=1, seed=0)
+
+
+def _reasoning_gym(answer: str, checker: dict[str, Any]) -> dict[str, Any]:
+    dataset = _dataset(checker["dataset"])  # an unknown generator name is a real eval error
+    try:
+        score = float(dataset.score_answer(answer, checker["entry"]))
+    except Exception as exc:  # noqa: BLE001 - the generator's parser rejects this answer text
+        return {"score": 0.0, "answer_rejected": f"{type(exc).__name__}: {exc}"[:300]}
+    return {"score": score}

@@ -1,0 +1,107 @@
+"""A pool of verifier worker processes: checks run isolated, bounded in time, off the event loop.
+
+A check that hangs is killed with its worker (which is replaced); a worker that crashes
+is replaced too. Both surface as typed errors, so the caller can record an eval_error
+instead of scoring the rollout 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sys
+from typing import Any
+
+
+class VerifierError(RuntimeError):
+    """The checker raised: the verification itself failed (not a wrong answer)."""
+
+
+class VerifierTimeout(VerifierError, TimeoutError):
+    pass
+
+
+class VerifierCrashed(VerifierError):
+    pass
+
+
+class _Worker:
+    def __init__(self, python: str):
+        self._python = python
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self, timeout: float) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            self._python, "-m", "prorl_gym.verify.worker",
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 24,
+        )  # fmt: skip
+        line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+        if not line:
+            raise VerifierCrashed("verifier worker exited during start-up")
+
+    async def call(self, request: dict) -> dict:
+        self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+        await self.proc.stdin.drain()
+        line = await self.proc.stdout.readline()
+        if not line:
+            raise VerifierCrashed("verifier worker died during the check")
+        return json.loads(line)
+
+    async def kill(self) -> None:
+        if self.proc and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+class VerifierPool:
+    def __init__(self, size: int = 2, timeout_s: float = 10.0, start_timeout_s: float = 60.0, python: str = sys.executable):
+        self.size = size
+        self.timeout_s = timeout_s
+        self.start_timeout_s = start_timeout_s
+        self._python = python
+        self._idle: asyncio.Queue[_Worker] = asyncio.Queue(maxsize=size)
+        self._workers: set[_Worker] = set()
+        self._ids = itertools.count()
+
+    async def start(self) -> None:
+        await asyncio.gather(*(self._add_worker() for _ in range(self.size)))
+
+    async def _add_worker(self) -> None:
+        worker = _Worker(self._python)
+        self._workers.add(worker)
+        try:
+            await worker.start(self.start_timeout_s)
+        except BaseException:
+            self._workers.discard(worker)
+            await worker.kill()
+            raise
+        self._idle.put_nowait(worker)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(w.kill() for w in self._workers))
+        self._workers.clear()
+
+    async def check(self, check: str, timeout: float | None = None, **kwargs: Any) -> Any:
+        """Run checker `check` with kwargs in a worker; raises a VerifierError subclass on failure."""
+        worker = await self._idle.get()
+        request = {"id": next(self._ids), "check": check, "kwargs": kwargs}
+        try:
+            reply = await asyncio.wait_for(worker.call(request), timeout or self.timeout_s)
+        except (TimeoutError, VerifierCrashed, OSError) as exc:
+            await self._replace(worker)
+            if isinstance(exc, TimeoutError):
+                raise VerifierTimeout(f"check {check!r} exceeded {timeout or self.timeout_s}s") from None
+            raise VerifierCrashed(str(exc)) from exc
+        except BaseException:  # cancelled mid-call: the worker's state is unknown
+            await self._replace(worker)
+            raise
+        self._idle.put_nowait(worker)
+        if not reply["ok"]:
+            raise VerifierError(reply["error"])
+        return reply["result"]
+
+    async def _replace(self, worker: _Worker) -> None:
+        self._workers.discard(worker)
+        await worker.kill()
+        await self._add_worker()

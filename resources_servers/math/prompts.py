@@ -1,0 +1,25 @@
+"""The math task's prompt and row shape: one home, used by the data script and tests."""
+
+from __future__ import annotations
+
+SYSTEM_PROMPT = (
+    "You are solving a math problem. You have two tools: `python` runs code in a persistent "
+    "IPython session (numpy and sympy are installed) and `bash` runs shell commands. Use them to "
+    "compute and check your work. When you are done, reply without calling a tool and put the "
+    "final answer, and only the final answer, in \\boxed{} in that last message."
+)
+
+
+def build_row(task_id: str, question: str, expected_answer: str, checker: dict, generator: str) -> dict:
+    return {
+        "responses_create_params": {
+            "input": [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": question},
+            ],
+        },
+        "task_id": task_id,
+        "expected_answer": expected_answer,
+        "checker": checker,
+        "generator": generator,
+    }

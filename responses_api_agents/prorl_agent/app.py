@@ -1,0 +1,208 @@
+"""ProRL agent: one rollout = INIT -> RUN -> EVAL, each stage in its own worker pool.
+
+    INIT  resources server /seed_session: sandbox created, task staged (+ its tool list)
+    RUN   the multi-turn loop (loop.py): policy via the model server <-> tool routes
+    EVAL  resources server /verify: reward; the sandbox is closed there
+
+`/run` (what ng_collect_rollouts and the NeMo RL trainer call) returns the verify
+response plus the rollout's own record: `failure` ({stage, type, message} or null),
+`stop_reason`, per-stage `timings`, turn and tool-call counts, and whether the token ids
+obey NeMo RL's contiguity rule. A failed rollout also carries `_ng_failure_class`, so
+ng_collect_rollouts writes it to the failures sidecar instead of scoring it 0. The
+sandbox is released on every path.
+"""
+
+import asyncio
+import json
+import logging
+import time
+import traceback
+from typing import Any
+
+from fastapi import Request
+from nemo_gym.base_resources_server import BaseRunRequest
+from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, Body, SimpleResponsesAPIAgent
+from nemo_gym.config_types import ModelServerRef, ResourcesServerRef
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.server_utils import get_response_json
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from prorl_gym.pipeline.failures import Failure, FailureType, RolloutFailure, Stage
+from prorl_gym.pipeline.metrics import rollout_metrics
+from prorl_gym.pipeline.stages import StagePool
+from prorl_gym.pipeline.tokens import token_ids_contiguous
+from responses_api_agents.prorl_agent.loop import AgentLoop, Limits
+
+log = logging.getLogger(__name__)
+NG_FAILURE_CLASS_KEY = "_ng_failure_class"  # read by ng_collect_rollouts
+
+
+class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
+    resources_server: ResourcesServerRef
+    model_server: ModelServerRef
+    limits: Limits = Field(default_factory=Limits)
+    finish_tools: list[str] = Field(default_factory=list)
+    max_init_workers: int = 16
+    max_run_workers: int = 64
+    max_eval_workers: int = 16
+    init_timeout_s: float = 120.0
+    run_timeout_s: float = 3600.0
+    eval_timeout_s: float = 600.0
+    release_timeout_s: float = 30.0
+
+
+class ProRLRunRequest(BaseRunRequest):
+    model_config = ConfigDict(extra="allow")
+
+
+class ProRLAgent(SimpleResponsesAPIAgent):
+    config: ProRLAgentConfig
+    _pools: dict[Stage, StagePool] = PrivateAttr()
+    _tools: list[dict] | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any) -> None:
+        c = self.config
+        self._pools = {
+            Stage.INIT: StagePool(Stage.INIT, c.max_init_workers, c.init_timeout_s),
+            Stage.RUN: StagePool(Stage.RUN, c.max_run_workers, c.run_timeout_s),
+            Stage.EVAL: StagePool(Stage.EVAL, c.max_eval_workers, c.eval_timeout_s),
+        }
+        return super().model_post_init(context)
+
+    def setup_webserver(self):
+        app = super().setup_webserver()
+        app.get("/stats")(self.stats)
+        return app
+
+    async def stats(self) -> dict:
+        return {stage.value: pool.stats() for stage, pool in self._pools.items()}
+
+    # ------------------------------------------------------------------ /run: the pipeline
+
+    async def run(self, request: Request, body: ProRLRunRequest) -> dict:
+        row = body.model_dump()
+        cookies = dict(request.cookies)
+        timings: dict[str, float] = {}
+        started = time.perf_counter()
+        stage, loop, verified, failure = Stage.INIT, None, None, None
+        try:
+            tools = await self._pools[Stage.INIT].run(lambda: self._init(row, cookies), timings)
+            stage = Stage.RUN
+            loop = self._new_loop(body.responses_create_params, tools, cookies)
+            stop_reason = await self._pools[Stage.RUN].run(loop.run, timings)
+            stage = Stage.EVAL
+            verified = await self._pools[Stage.EVAL].run(lambda: self._eval(row, loop, cookies, stop_reason), timings)
+        except RolloutFailure as exc:
+            failure = exc.failure
+        except asyncio.CancelledError:
+            failure = Failure(stage=stage, type=FailureType.CANCELLED, message="rollout cancelled")
+            raise
+        except Exception as exc:  # noqa: BLE001 - a bug here must not take the server down
+            log.exception("agent error in %s", stage)
+            failure = Failure(stage=stage, type=FailureType.AGENT_ERROR, message=f"{exc!r}\n{traceback.format_exc()[-1500:]}")
+        finally:
+            if verified is None:  # /verify closes the sandbox; on any other path release it here
+                await asyncio.shield(self._release(cookies))
+        timings["total_s"] = time.perf_counter() - started
+        return self._record(row, loop, verified, failure, timings)
+
+    async def _init(self, row: dict, cookies: dict) -> list[dict]:
+        response = await self.server_client.post(
+            server_name=self.config.resources_server.name, url_path="/seed_session", json=row, cookies=cookies
+        )
+        payload = await response.read()
+        if response.status != 200:
+            raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, f"seed_session returned {response.status}: {payload[:1500]!r}")
+        cookies.update({name: morsel.value for name, morsel in response.cookies.items()})
+        return await self._tool_schemas()
+
+    async def _tool_schemas(self) -> list[dict]:
+        if self._tools is None:  # the resources server is the one home of its tool definitions
+            response = await self.server_client.get(server_name=self.config.resources_server.name, url_path="/tools")
+            if response.status != 200:
+                raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, f"/tools returned {response.status}")
+            self._tools = await get_response_json(response)
+        return self._tools
+
+    def _new_loop(self, params: NeMoGymResponseCreateParamsNonStreaming, tools: list[dict], cookies: dict) -> AgentLoop:
+        if not params.tools:  # a row may bring its own tools; otherwise the server's
+            params = params.model_copy(update={"tools": tools})
+        return AgentLoop(
+            client=self.server_client,
+            model_server=self.config.model_server.name,
+            resources_server=self.config.resources_server.name,
+            params=params,
+            limits=self.config.limits,
+            resources_cookies=cookies,
+            finish_tools=frozenset(self.config.finish_tools),
+        )
+
+    async def _eval(self, row: dict, loop: AgentLoop, cookies: dict, stop_reason: str) -> dict:
+        request = row | {"response": self._transcript(loop).model_dump(), "stop_reason": stop_reason}
+        response = await self.server_client.post(
+            server_name=self.config.resources_server.name, url_path="/verify", json=request, cookies=cookies
+        )
+        payload = await response.read()
+        if response.status != 200:
+            raise RolloutFailure(Stage.EVAL, FailureType.EVAL_ERROR, f"verify returned {response.status}: {payload[:1500]!r}")
+        return json.loads(payload)
+
+    async def _release(self, cookies: dict) -> None:
+        try:
+            async with asyncio.timeout(self.config.release_timeout_s):
+                response = await self.server_client.post(
+                    server_name=self.config.resources_server.name, url_path="/release", json={}, cookies=cookies
+                )
+                await response.read()
+        except Exception:  # noqa: BLE001 - the server's idle sweep is the backstop
+            log.warning("could not release the sandbox; the resources server will expire it", exc_info=True)
+
+    def _transcript(self, loop: AgentLoop | None) -> NeMoGymResponse:
+        """The whole rollout as one response: every turn's output items, usage summed."""
+        base = loop.last_response if loop and loop.last_response else None
+        if base is None:
+            return NeMoGymResponse(
+                id="resp_none", created_at=int(time.time()), model="", object="response",
+                output=list(loop.outputs) if loop else [], parallel_tool_calls=False, tool_choice="auto", tools=[],
+            )  # fmt: skip
+        usage = base.usage.model_copy(update={"output_tokens": loop.stats.output_tokens}) if base.usage else None
+        return base.model_copy(update={"output": list(loop.outputs), "usage": usage})
+
+    def _record(self, row: dict, loop: AgentLoop | None, verified: dict | None, failure: Failure | None, timings: dict) -> dict:
+        record = verified if verified is not None else row | {"response": self._transcript(loop).model_dump(), "reward": 0.0}
+        failure = failure or (Failure.model_validate(record["failure"]) if record.get("failure") else None)
+        record["failure"] = failure.model_dump(mode="json") if failure else None
+        if failure:
+            record["reward"] = 0.0
+            record[NG_FAILURE_CLASS_KEY] = failure.type.value
+        stats = loop.stats if loop else None
+        record |= {
+            "stop_reason": record.get("stop_reason"),
+            "timings": timings | ({"policy_s": stats.policy_s, "tools_s": stats.tools_s} if stats else {}),
+            "num_turns": stats.turns if stats else 0,
+            "num_tool_calls": stats.tool_calls if stats else 0,
+            "malformed_tool_calls": stats.malformed_tool_calls if stats else 0,
+            "token_ids_contiguous": token_ids_contiguous(record["response"].get("output", [])),
+        }
+        return record
+
+    # ------------------------------------------------------------------ /v1/responses: the loop alone
+
+    async def responses(self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming = Body()) -> NeMoGymResponse:
+        """RUN only, for callers that seed and verify themselves (NeMo Gym's agent contract)."""
+        loop = self._new_loop(body, await self._tool_schemas(), dict(request.cookies))
+        await loop.run()
+        return self._transcript(loop)
+
+    # ------------------------------------------------------------------ metrics
+
+    def compute_metrics(self, tasks: list[list[dict[str, Any]]]) -> dict[str, Any]:
+        return rollout_metrics([rollout for task in tasks for rollout in task])
+
+    def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
+        keys = ("mean/reward", "mean_reward_valid", "failure_rate", "contiguous_fraction")
+        return {k: v for k, v in agent_metrics.items() if k in keys or k.startswith("failures/")}
+
+
+if __name__ == "__main__":
+    ProRLAgent.run_webserver()

@@ -1,0 +1,158 @@
+"""The multi-turn loop (RUN stage): policy -> tool calls -> tool results -> ... until done.
+
+In the style of mini-swe-agent: `run` repeats `step`; `step` = `query` the policy, then
+`execute` each tool call; the loop ends by raising. `Finished` is a normal end (an answer,
+a finish tool, a limit); `RolloutFailure` is an infrastructure failure (policy or tool
+unreachable). A malformed tool call is neither: it goes back to the policy as an error
+message it can recover from, and is counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+import aiohttp
+from nemo_gym.openai_utils import NeMoGymFunctionCallOutput, NeMoGymResponse
+from nemo_gym.server_utils import ServerClient
+from pydantic import BaseModel, ValidationError
+
+from prorl_gym.pipeline.failures import FailureType, RolloutFailure, Stage
+
+
+class Limits(BaseModel):
+    max_turns: int = 20  # policy calls
+    max_output_tokens: int | None = None  # summed over all turns
+    max_run_time_s: float | None = None  # checked between steps; the rollout ends gracefully
+    policy_call_timeout_s: float = 600.0
+    tool_call_timeout_s: float = 600.0
+
+
+class Finished(Exception):
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class LoopStats:
+    turns: int = 0
+    tool_calls: int = 0
+    malformed_tool_calls: int = 0
+    output_tokens: int = 0
+    policy_s: float = 0.0
+    tools_s: float = 0.0
+
+
+@dataclass
+class AgentLoop:
+    client: ServerClient
+    model_server: str
+    resources_server: str
+    params: BaseModel  # NeMoGymResponseCreateParamsNonStreaming, tools included
+    limits: Limits
+    resources_cookies: dict[str, str]
+    finish_tools: frozenset[str] = frozenset()
+    outputs: list = field(default_factory=list)
+    stats: LoopStats = field(default_factory=LoopStats)
+    last_response: NeMoGymResponse | None = None
+    model_cookies: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tool_names(self) -> set[str]:
+        return {tool["name"] if isinstance(tool, dict) else tool.name for tool in self.params.tools or []}
+
+    async def run(self) -> str:
+        """Step until finished; returns the stop reason."""
+        deadline = time.monotonic() + self.limits.max_run_time_s if self.limits.max_run_time_s else None
+        while True:
+            try:
+                if deadline and time.monotonic() > deadline:
+                    raise Finished("max_run_time")
+                await self.step()
+            except Finished as done:
+                return done.reason
+
+    async def step(self) -> None:
+        response = await self.query()
+        self.outputs.extend(response.output)
+        if response.incomplete_details:  # generation cut by max_output_tokens / context length
+            raise Finished("max_output_tokens")
+        calls = [item for item in response.output if item.type == "function_call"]
+        if not calls:
+            raise Finished("answered")
+        for call in calls:
+            self.outputs.append(await self.execute(call))
+        if self.finish_tools & {call.name for call in calls}:
+            raise Finished("finish_tool")
+        if self.stats.turns >= self.limits.max_turns:
+            raise Finished("max_turns")
+        if self.limits.max_output_tokens and self.stats.output_tokens >= self.limits.max_output_tokens:
+            raise Finished("max_output_tokens")
+
+    async def query(self) -> NeMoGymResponse:
+        update: dict = {"input": list(self.params.input) + self.outputs}
+        if self.limits.max_output_tokens:
+            remaining = self.limits.max_output_tokens - self.stats.output_tokens
+            update["max_output_tokens"] = min(remaining, self.params.max_output_tokens or remaining)
+        body = self.params.model_copy(update=update)
+        started = time.perf_counter()
+        status, payload, cookies = await self._post(
+            self.model_server, "/v1/responses", body, self.model_cookies, self.limits.policy_call_timeout_s,
+            FailureType.POLICY_ERROR, "the policy",
+        )  # fmt: skip
+        self.stats.policy_s += time.perf_counter() - started
+        self.stats.turns += 1
+        if status != 200:
+            raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, f"model server returned {status}: {payload[:1000]!r}")
+        self.model_cookies |= cookies
+        try:
+            response = NeMoGymResponse.model_validate_json(payload)
+        except ValidationError as exc:
+            raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, f"invalid response from the policy: {exc}") from exc
+        if response.usage:
+            self.stats.output_tokens += response.usage.output_tokens
+        self.last_response = response
+        return response
+
+    async def execute(self, call) -> NeMoGymFunctionCallOutput:
+        self.stats.tool_calls += 1
+        if call.name not in self.tool_names:
+            return self._tool_error(call, f"unknown tool {call.name!r}; available tools: {sorted(self.tool_names)}")
+        try:
+            arguments = json.loads(call.arguments)
+        except (json.JSONDecodeError, TypeError) as exc:
+            return self._tool_error(call, f"the arguments are not valid JSON: {exc}")
+        if not isinstance(arguments, dict):
+            return self._tool_error(call, "the arguments must be a JSON object")
+        started = time.perf_counter()
+        status, payload, cookies = await self._post(
+            self.resources_server, f"/{call.name}", arguments, self.resources_cookies,
+            self.limits.tool_call_timeout_s, FailureType.TOOL_ERROR, f"tool {call.name!r}",
+        )  # fmt: skip
+        self.stats.tools_s += time.perf_counter() - started
+        self.resources_cookies |= cookies
+        if status == 422:  # the arguments did not match the tool's schema
+            detail = json.loads(payload).get("detail", payload.decode(errors="replace"))
+            return self._tool_error(call, f"invalid arguments for {call.name!r}: {json.dumps(detail)[:1000]}")
+        if status != 200:
+            raise RolloutFailure(Stage.RUN, FailureType.TOOL_ERROR, f"tool {call.name!r} failed ({status}): {payload[:1000]!r}")
+        return NeMoGymFunctionCallOutput(type="function_call_output", call_id=call.call_id, output=json.loads(payload)["content"])
+
+    def _tool_error(self, call, message: str) -> NeMoGymFunctionCallOutput:
+        self.stats.malformed_tool_calls += 1
+        return NeMoGymFunctionCallOutput(type="function_call_output", call_id=call.call_id, output=f"Error: {message}")
+
+    async def _post(self, server: str, path: str, body, cookies: dict, timeout: float, failure: FailureType, what: str):
+        """POST and read the reply within `timeout`; unreachable or silent peers become `failure`."""
+        try:
+            async with asyncio.timeout(timeout):
+                response = await self.client.post(server_name=server, url_path=path, json=body, cookies=cookies)
+                payload = await response.read()
+        except TimeoutError:
+            raise RolloutFailure(Stage.RUN, failure, f"{what} did not answer within {timeout:g}s") from None
+        except aiohttp.ClientError as exc:
+            raise RolloutFailure(Stage.RUN, failure, f"{what} is unreachable: {exc!r}") from exc
+        return response.status, payload, {name: morsel.value for name, morsel in response.cookies.items()}

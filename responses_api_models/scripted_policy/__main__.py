@@ -1,0 +1,36 @@
+"""Serve the scripted policy (a stand-in for a GPU model) on an OpenAI-compatible endpoint.
+
+    python -m responses_api_models.scripted_policy --data rows.jsonl [--data ...] [--port 8000]
+        [--mode gold|wrong|malformed] [--tool-calls N] [--latency-ms MS]
+
+Point NeMo Gym at it with policy_base_url=http://127.0.0.1:<port>/v1.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import uvicorn
+
+from responses_api_models.scripted_policy.app import ScriptedPolicy, create_app
+from responses_api_models.scripted_policy.scripts import MODES
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m responses_api_models.scripted_policy")
+    parser.add_argument("--data", action="append", required=True, help="dataset jsonl whose tasks it can play")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--mode", default="gold", choices=MODES)
+    parser.add_argument("--tool-calls", type=int, default=1, help="tool calls before the answer (gold/wrong)")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="simulated generation latency")
+    args = parser.parse_args()
+    policy = ScriptedPolicy.from_files(
+        args.data, default_mode=args.mode, tool_calls=args.tool_calls, latency_s=args.latency_ms / 1000
+    )
+    print(f"scripted policy (stand-in for a GPU model) on http://{args.host}:{args.port}/v1", flush=True)
+    uvicorn.run(create_app(policy), host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
