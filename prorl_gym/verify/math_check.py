@@ -12,13 +12,21 @@ from functools import lru_cache
 from typing import Any
 
 
+# Some generator checkers give shaped partial credit (complex_arithmetic: exp(-distance));
+# the environment's reward is binary, the raw score stays on the record.
+CORRECT_AT = 0.99
+
+
 def check_math(answer: str, expected: str, checker: dict[str, Any]) -> dict[str, Any]:
+    """{"correct": bool, "score": raw checker score, ...detail}."""
     kind = checker.get("kind", "math_verify")
     if kind == "math_verify":
-        return _math_verify(answer, expected)
-    if kind == "reasoning_gym":
-        return _reasoning_gym(answer, checker)
-    raise ValueError(f"unknown math checker kind {kind!r}")
+        result = _math_verify(answer, expected)
+    elif kind == "reasoning_gym":
+        result = _reasoning_gym(answer, checker)
+    else:
+        raise ValueError(f"unknown math checker kind {kind!r}")
+    return result | {"correct": result["score"] >= CORRECT_AT}
 
 
 def _math_verify(answer: str, expected: str) -> dict[str, Any]:

@@ -59,7 +59,7 @@ class MathResourcesServer(SandboxResourcesServer):
         if answer is None:
             return fields | {"reward": 0.0}
         result = await self.verifiers.check("math", answer=answer, expected=body.expected_answer, checker=body.checker)
-        return fields | {"reward": float(result["score"]), "check": result}
+        return fields | {"reward": 1.0 if result["correct"] else 0.0, "check": result}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,92 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from prorl_gym.testing import transcript
+from resources_servers.math.app import MathResourcesServer
+
+EXAMPLE = [json.loads(line) for line in (Path(__file__).resolve().parents[1] / "data" / "example.jsonl").open()]
+
+
+@pytest.fixture
+def client(serve):
+    return serve(MathResourcesServer, "math", verifier_workers=1, domain="math")
+
+
+def verify(client, row, text):
+    response = client.post("/verify", json=row | {"response": transcript(text, [("python", '{"code": "1"}')])})
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_tools_are_python_and_bash(client):
+    names = [tool["name"] for tool in client.get("/tools").json()]
+    assert names == ["python", "bash"]
+    assert all(tool["type"] == "function" and tool["parameters"]["type"] == "object" for tool in client.get("/tools").json())
+
+
+def test_a_rollout_uses_the_sandbox_then_verify_scores_and_closes_it(client):
+    row = EXAMPLE[0]
+    assert client.post("/seed_session", json=row).status_code == 200
+    bash = client.post("/bash", json={"command": "echo $((6*7)); false"}).json()
+    assert bash["content"].startswith("42\n") and "exit code 1" in bash["content"]
+    assert bash["metadata"]["exit_code"] == 1
+    python = client.post("/python", json={"code": "import sympy; x = sympy.Integer(6) * 7; x"}).json()
+    assert python["content"] == "42\n"
+    result = verify(client, row, f"So the answer is \\boxed{{{row['expected_answer']}}}.")
+    assert result["reward"] == 1.0 and result["failure"] is None
+    assert result["extracted_answer"] == row["expected_answer"] and result["num_tool_calls"] == 1
+    # the sandbox is gone after verify
+    gone = client.post("/bash", json={"command": "true"})
+    assert gone.status_code == 409 and gone.json()["error"]["type"] == "unknown_session"
+
+
+@pytest.mark.parametrize("row", EXAMPLE, ids=[r["generator"] for r in EXAMPLE])
+def test_gold_scores_one_and_wrong_scores_zero(client, row):
+    client.post("/seed_session", json=row)
+    assert verify(client, row, f"\\boxed{{{row['expected_answer']}}}")["reward"] == 1.0
+    client.post("/seed_session", json=row)
+    assert verify(client, row, "\\boxed{0}")["reward"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        ("The answer is -553883.", "no_boxed_answer"),
+        ("", "no_boxed_answer"),
+        ("\\boxed{-553883} or \\boxed{1}", "multiple_boxed_answers"),
+        ("x" * 500_000, "no_boxed_answer"),
+    ],
+)
+def test_adversarial_answers_are_wrong_not_errors(client, text, problem):
+    row = EXAMPLE[0]
+    client.post("/seed_session", json=row)
+    result = verify(client, row, text)
+    assert result["reward"] == 0.0 and result["answer_problem"] == problem and result["failure"] is None
+
+
+def test_ending_on_a_tool_call_has_no_answer(client):
+    row = EXAMPLE[0]
+    client.post("/seed_session", json=row)
+    response = client.post("/verify", json=row | {"response": transcript(None, [("python", "{}")])}).json()
+    assert response["reward"] == 0.0 and response["answer_problem"] == "no_boxed_answer"
+
+
+def test_a_malformed_checker_is_an_eval_error_not_reward_zero(client):
+    row = EXAMPLE[0] | {"checker": {"kind": "nonsense"}}
+    client.post("/seed_session", json=row)
+    result = verify(client, row, "\\boxed{1}")
+    assert result["failure"]["type"] == "eval_error" and result["failure"]["stage"] == "eval"
+
+
+def test_a_row_without_expected_answer_is_rejected_at_init(client):
+    row = {k: v for k, v in EXAMPLE[0].items() if k != "expected_answer"}
+    assert client.post("/seed_session", json=row).status_code == 422
+
+
+def test_bad_tool_arguments_are_a_422(client):
+    client.post("/seed_session", json=EXAMPLE[0])
+    assert client.post("/bash", json={"cmd": "ls"}).status_code == 422
+    assert client.post("/release", json={}).json() == {"released": True}
+    assert client.post("/release", json={}).json() == {"released": False}

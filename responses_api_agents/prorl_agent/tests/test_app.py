@@ -1,0 +1,89 @@
+import asyncio
+
+import pytest
+from fastapi.testclient import TestClient
+
+from prorl_gym.testing import build_server
+from responses_api_agents.prorl_agent.app import ProRLAgent
+from responses_api_agents.prorl_agent.tests.fakes import FakeClient, FakeResponse, model_turns, resources
+
+ROW = {"responses_create_params": {"input": [{"role": "user", "content": "q"}]}, "expected_answer": "1"}
+
+
+def agent_client(fake: FakeClient, **config) -> TestClient:
+    agent = build_server(
+        ProRLAgent, "agent", server_client=fake,
+        resources_server={"type": "resources_servers", "name": "env"},
+        model_server={"type": "responses_api_models", "name": "model"}, **config,
+    )  # fmt: skip
+    return TestClient(agent.setup_webserver())
+
+
+def released(fake: FakeClient) -> bool:
+    return any(path == "/release" for _, path, _, _ in fake.calls)
+
+
+@pytest.fixture
+def fake():
+    fake = FakeClient.create()
+    resources(fake)
+    fake.route("model", "/v1/responses", model_turns(("calls", [("bash", '{"command": "ls"}')]), ("text", "\\boxed{1}")))
+    return fake
+
+
+def test_a_good_rollout_goes_through_all_three_stages(fake):
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["reward"] == 1.0 and record["failure"] is None and "_ng_failure_class" not in record
+    assert record["stop_reason"] == "answered" and record["num_turns"] == 2 and record["num_tool_calls"] == 1
+    assert {"init_s", "run_s", "eval_s", "total_s", "init_queue_s", "policy_s", "tools_s"} <= set(record["timings"])
+    paths = [path for _, path, _, _ in fake.calls]
+    assert paths.index("/seed_session") < paths.index("/bash") < paths.index("/verify")
+    assert not released(fake)  # verify closed the sandbox
+    verify_body = next(body for _, path, body, _ in fake.calls if path == "/verify")
+    assert verify_body["expected_answer"] == "1" and len(verify_body["response"]["output"]) == 3
+    # the resources server got the server's tool list, since the row had none
+    first_model_call = next(body for _, path, body, _ in fake.calls if path == "/v1/responses")
+    assert [t["name"] for t in first_model_call["tools"]] == ["bash", "python"]
+
+
+def test_init_failure_is_typed_and_releases(fake):
+    fake.route("env", "/seed_session", lambda body: FakeResponse(503, {"error": {"type": "sandbox_error"}}))
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["failure"]["stage"] == "init" and record["failure"]["type"] == "init_error"
+    assert record["_ng_failure_class"] == "init_error" and record["reward"] == 0.0
+    assert released(fake)
+
+
+def test_policy_failure_is_typed_and_releases(fake):
+    fake.route("model", "/v1/responses", lambda body: FakeResponse(502, {"error": "down"}))
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["failure"]["type"] == "policy_error" and record["failure"]["stage"] == "run"
+    assert released(fake)
+
+
+def test_eval_error_reported_by_the_verifier_marks_the_rollout(fake):
+    failure = {"stage": "eval", "type": "eval_error", "message": "checker crashed"}
+    fake.route("env", "/verify", lambda body: body | {"reward": 0.0, "failure": failure})
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["failure"] == failure and record["_ng_failure_class"] == "eval_error"
+
+
+def test_verify_http_error_is_an_eval_error_and_releases(fake):
+    fake.route("env", "/verify", lambda body: FakeResponse(500, {"detail": "boom"}))
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["failure"]["type"] == "eval_error" and released(fake)
+
+
+def test_run_stage_timeout_is_typed_and_releases(fake):
+    async def slow(body):
+        await asyncio.sleep(5)
+
+    fake.route("model", "/v1/responses", slow)
+    record = agent_client(fake, run_timeout_s=0.2).post("/run", json=ROW).json()
+    assert record["failure"] == {"stage": "run", "type": "timeout", "message": "run exceeded 0.2s"}
+    assert released(fake)
+
+
+def test_stats_report_each_stage(fake):
+    stats = agent_client(fake, max_run_workers=3).get("/stats").json()
+    assert stats["run"] == {"workers": 3, "waiting": 0, "in_flight": 0}

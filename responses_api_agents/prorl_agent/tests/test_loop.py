@@ -1,0 +1,102 @@
+import asyncio
+
+import pytest
+from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
+
+from prorl_gym.pipeline.failures import FailureType, RolloutFailure
+from responses_api_agents.prorl_agent.loop import AgentLoop, Limits
+from responses_api_agents.prorl_agent.tests.fakes import TOOLS, FakeClient, FakeResponse, model_turns, resources
+
+
+def make_loop(client, **limits):
+    params = NeMoGymResponseCreateParamsNonStreaming(input=[{"role": "user", "content": "q"}], tools=TOOLS)
+    return AgentLoop(client=client, model_server="model", resources_server="env", params=params,
+                     limits=Limits(**limits), resources_cookies={"env_session": "e1"})  # fmt: skip
+
+
+@pytest.fixture
+def client():
+    client = FakeClient.create()
+    resources(client)
+    return client
+
+
+async def test_tool_calls_then_answer(client):
+    client.route("model", "/v1/responses", model_turns(("calls", [("bash", '{"command": "ls"}')]), ("text", "\\boxed{1}")))
+    loop = make_loop(client)
+    assert await loop.run() == "answered"
+    assert [o.type for o in loop.outputs] == ["function_call", "function_call_output", "message"]
+    assert loop.outputs[1].output == "ran ls"
+    assert loop.stats.turns == 2 and loop.stats.tool_calls == 1 and loop.stats.output_tokens == 14
+    # the session cookie selects the sandbox on every tool call; model cookies are kept too
+    bash_call = next(c for c in client.calls if c[1] == "/bash")
+    assert bash_call[3] == {"env_session": "e1"}
+    assert client.calls[-1][3] == {"model_session": "m1"}
+    # the second policy call sees the tool result
+    second_input = [c for c in client.calls if c[1] == "/v1/responses"][1][2]["input"]
+    assert second_input[-1]["output"] == "ran ls"
+
+
+async def test_malformed_calls_go_back_to_the_policy_and_are_counted(client):
+    client.route("model", "/v1/responses", model_turns(
+        ("calls", [("bash", '{"command": "ls"')]),  # invalid JSON
+        ("calls", [("calculator", "{}")]),  # unknown tool
+        ("calls", [("bash", '{"cmd": "ls"}')]),  # schema mismatch (422)
+        ("calls", [("bash", '["ls"]')]),  # not an object
+        ("text", "done"),
+    ))  # fmt: skip
+    loop = make_loop(client)
+    assert await loop.run() == "answered"
+    errors = [o.output for o in loop.outputs if o.type == "function_call_output"]
+    assert all(e.startswith("Error: ") for e in errors)
+    assert "not valid JSON" in errors[0] and "unknown tool 'calculator'" in errors[1]
+    assert "invalid arguments for 'bash'" in errors[2] and "JSON object" in errors[3]
+    assert loop.stats.malformed_tool_calls == 4
+
+
+async def test_turn_limit_ends_the_loop_gracefully(client):
+    client.route("model", "/v1/responses", model_turns(("calls", [("bash", '{"command": "ls"}')])))
+    loop = make_loop(client, max_turns=3)
+    assert await loop.run() == "max_turns"
+    assert loop.stats.turns == 3
+
+
+async def test_output_token_budget(client):
+    client.route("model", "/v1/responses", model_turns(("calls", [("bash", '{"command": "ls"}')])))
+    loop = make_loop(client, max_output_tokens=20)
+    assert await loop.run() == "max_output_tokens"
+    requested = [c[2]["max_output_tokens"] for c in client.calls if c[1] == "/v1/responses"]
+    assert requested == [20, 13, 6]  # each call asks only for what is left
+
+
+async def test_policy_http_error_is_a_policy_error(client):
+    client.route("model", "/v1/responses", lambda body: FakeResponse(500, {"error": "boom"}))
+    with pytest.raises(RolloutFailure) as info:
+        await make_loop(client).run()
+    assert info.value.failure.type == FailureType.POLICY_ERROR and "500" in info.value.failure.message
+
+
+async def test_silent_policy_is_a_policy_error(client):
+    async def hang(body):
+        await asyncio.sleep(10)
+
+    client.route("model", "/v1/responses", hang)
+    with pytest.raises(RolloutFailure) as info:
+        await make_loop(client, policy_call_timeout_s=0.1).run()
+    assert info.value.failure.type == FailureType.POLICY_ERROR and "did not answer" in info.value.failure.message
+
+
+async def test_garbage_from_the_policy_is_a_policy_error(client):
+    client.route("model", "/v1/responses", lambda body: FakeResponse(200, b"not json"))
+    with pytest.raises(RolloutFailure) as info:
+        await make_loop(client).run()
+    assert info.value.failure.type == FailureType.POLICY_ERROR
+
+
+async def test_a_broken_sandbox_is_a_tool_error():
+    client = FakeClient.create()
+    resources(client, tool_status=503)
+    client.route("model", "/v1/responses", model_turns(("calls", [("bash", '{"command": "ls"}')])))
+    with pytest.raises(RolloutFailure) as info:
+        await make_loop(client).run()
+    assert info.value.failure.type == FailureType.TOOL_ERROR

@@ -1,0 +1,89 @@
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from prorl_gym.pipeline.tokens import token_ids_contiguous
+from responses_api_models.scripted_policy.app import ScriptedPolicy, create_app
+from responses_api_models.scripted_policy.chat_template import encode, render
+
+ROWS = [json.loads(line) for line in (Path(__file__).resolve().parents[3] / "resources_servers/math/data/example.jsonl").open()]
+TOOLS = [{"type": "function", "function": {"name": "python", "parameters": {"type": "object"}}}]
+
+
+@pytest.fixture
+def client():
+    return TestClient(create_app(ScriptedPolicy(ROWS)))
+
+
+def chat(client, messages, **extra):
+    body = {"model": "scripted-gold", "messages": messages, "tools": TOOLS, "logprobs": True, "top_logprobs": 0,
+            "return_tokens_as_token_ids": True} | extra  # fmt: skip
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 200
+    return response.json()["choices"][0]
+
+
+def start(row):
+    return [dict(m) for m in row["responses_create_params"]["input"]]
+
+
+def test_gold_script_calls_python_then_boxes_the_answer(client):
+    row = ROWS[0]
+    messages = start(row)
+    first = chat(client, messages)
+    assert first["finish_reason"] == "tool_calls"
+    call = first["message"]["tool_calls"][0]
+    assert call["function"]["name"] == "python" and json.loads(call["function"]["arguments"])["code"]
+    messages += [first["message"], {"role": "tool", "tool_call_id": call["id"], "content": "out"}]
+    second = chat(client, messages)
+    assert second["finish_reason"] == "stop"
+    assert second["message"]["content"] == f"The answer is \\boxed{{{row['expected_answer']}}}."
+
+
+@pytest.mark.parametrize("mode", ["gold", "wrong", "malformed"])
+def test_token_ids_follow_vllm_and_stay_contiguous(client, mode):
+    """Replays what NeMo Gym's vllm_model does: /tokenize for prompt ids, logprobs for generation ids."""
+    messages, items = start(ROWS[1]), []
+    for _ in range(6):
+        prompt = client.post("/tokenize", json={"messages": messages, "tools": TOOLS}).json()["tokens"]
+        choice = chat(client, messages, metadata={"scripted_mode": mode})
+        generation = [int(t["token"].removeprefix("token_id:")) for t in choice["logprobs"]["content"]]
+        items.append({"prompt_token_ids": prompt, "generation_token_ids": generation})
+        message = choice["message"]
+        messages.append(message)
+        if not message["tool_calls"]:
+            break
+        messages += [{"role": "tool", "tool_call_id": c["id"], "content": "result"} for c in message["tool_calls"]]
+    assert token_ids_contiguous(items) is True
+    assert len(items) == {"gold": 2, "wrong": 2, "malformed": 4}[mode]
+
+
+def test_wrong_and_malformed_modes(client):
+    row = ROWS[0]
+    wrong = chat(client, start(row) + [{"role": "assistant", "content": "x"}], model="scripted-wrong")
+    assert "\\boxed{0}" in wrong["message"]["content"]
+    bad = chat(client, start(row), model="scripted-malformed")["message"]["tool_calls"][0]["function"]["arguments"]
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(bad)
+
+
+def test_max_tokens_cuts_the_generation(client):
+    choice = chat(client, start(ROWS[0]), max_tokens=5)
+    assert choice["finish_reason"] == "length" and len(choice["logprobs"]["content"]) == 5
+
+
+def test_unknown_task_gets_an_answer_that_says_so(client):
+    choice = chat(client, [{"role": "user", "content": "never seen"}])
+    assert "no recorded actions" in choice["message"]["content"]
+
+
+def test_bad_request_is_a_400(client):
+    assert client.post("/v1/chat/completions", json={"messages": []}).status_code == 400
+
+
+def test_template_is_prefix_stable():
+    messages = [{"role": "user", "content": "hi"}]
+    longer = messages + [{"role": "assistant", "content": "yo"}, {"role": "user", "content": "more"}]
+    assert encode(render(longer))[: len(encode(render(messages)))] == encode(render(messages))
