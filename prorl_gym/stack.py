@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -158,6 +159,13 @@ class Stack:
         return run
 
     def stop(self) -> None:
-        for proc in reversed(self._procs):
-            kill_session(proc)
-        self._procs.clear()
+        # A second Ctrl-C must not abort the teardown half way and leave servers running.
+        in_main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
+        try:
+            for proc in reversed(self._procs):
+                kill_session(proc)
+            self._procs.clear()
+        finally:
+            if in_main:
+                signal.signal(signal.SIGINT, previous)
