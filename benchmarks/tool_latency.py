@@ -17,7 +17,6 @@ import asyncio
 import json
 import os
 import secrets
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,8 @@ from pathlib import Path
 import aiohttp
 
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
+from prorl_gym.stack import free_port
+from prorl_gym.testing import build_server
 
 RESULT_PATH = Path(__file__).resolve().parents[1] / "results/bench/tool_latency.json"
 TARGETS = {"tool_route_bash_echo_p50_ms": 3.0, "speedup_vs_tmux": 100}
@@ -93,26 +94,12 @@ async def bench_runtime(results: dict, root: str, calls: int, warmup: int) -> No
 def serve(port: int, root: str) -> None:
     """--serve mode: the math resources server alone, no ng_run and no head server."""
     import uvicorn
-    from nemo_gym.config_types import BaseServerConfig
-    from nemo_gym.server_utils import ServerClient
-    from omegaconf import OmegaConf
 
-    from resources_servers.math.app import MathResourcesServer, MathResourcesServerConfig
+    from resources_servers.math.app import MathResourcesServer
 
-    config = MathResourcesServerConfig(
-        host="127.0.0.1", port=port, entrypoint="app.py", name="math", domain="math",
-        verifier_workers=0, sandbox={"root_dir": root},  # 0: tool calls never need the verifier pool
-    )  # fmt: skip
-    # The head server is never contacted: the math server makes no outgoing calls.
-    client = ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=1), global_config_dict=OmegaConf.create({}))
-    app = MathResourcesServer(config=config, server_client=client).setup_webserver()
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    # verifier_workers=0: tool calls never need the verifier pool.
+    server = build_server(MathResourcesServer, "math", port=port, domain="math", verifier_workers=0, sandbox={"root_dir": root})
+    uvicorn.run(server.setup_webserver(), host="127.0.0.1", port=port, log_level="warning")
 
 
 async def wait_until_up(http: aiohttp.ClientSession, server: asyncio.subprocess.Process, timeout_s: float = 60) -> None:

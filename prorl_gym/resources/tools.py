@@ -49,7 +49,8 @@ class Tool:
         return {"type": "function", "name": self.name, "description": self.description, "parameters": params, "strict": True}
 
 
-def _status_line(exit_code: int | None, timed_out: bool, restarted: bool, timeout: float) -> str:
+def _content(output: str, exit_code: int | None, timed_out: bool, restarted: bool, timeout: float) -> str:
+    """What the policy reads: the output, then one bracketed line for anything unusual."""
     notes = []
     if timed_out:
         notes.append(f"timed out after {timeout:g}s and was interrupted")
@@ -57,21 +58,21 @@ def _status_line(exit_code: int | None, timed_out: bool, restarted: bool, timeou
         notes.append("the environment was restarted; earlier state is gone")
     if exit_code not in (0, None) and not timed_out:
         notes.append(f"exit code {exit_code}")
-    return f"[{'; '.join(notes)}]" if notes else ""
+    if notes:
+        output += ("" if not output or output.endswith("\n") else "\n") + f"[{'; '.join(notes)}]"
+    return output or "[no output]"
 
 
 async def run_bash(sandbox: Sandbox, args: BashArgs) -> ToolResult:
-    result = await sandbox.bash(args.command)
-    status = _status_line(result.exit_code, result.timed_out, result.shell_restarted, sandbox.spec.command_timeout_s)
-    content = result.output + (("\n" if result.output and not result.output.endswith("\n") else "") + status if status else "")
-    return ToolResult(content=content or "[no output]", metadata=result.model_dump(exclude={"output"}))
+    r = await sandbox.bash(args.command)
+    content = _content(r.output, r.exit_code, r.timed_out, r.shell_restarted, sandbox.spec.command_timeout_s)
+    return ToolResult(content=content, metadata=r.model_dump(exclude={"output"}))
 
 
 async def run_python(sandbox: Sandbox, args: PythonArgs) -> ToolResult:
-    result = await sandbox.python(args.code)
-    status = _status_line(None, result.timed_out, result.kernel_restarted, sandbox.spec.python_timeout_s)
-    content = result.output + (("\n" if result.output and not result.output.endswith("\n") else "") + status if status else "")
-    return ToolResult(content=content or "[no output]", metadata=result.model_dump(exclude={"output"}))
+    r = await sandbox.python(args.code)
+    content = _content(r.output, None, r.timed_out, r.kernel_restarted, sandbox.spec.python_timeout_s)
+    return ToolResult(content=content, metadata=r.model_dump(exclude={"output"}))
 
 
 BASH = Tool(

@@ -43,7 +43,7 @@ class Sandbox:
         self._shell = self._new_shell(spec.output_limit_bytes)
         self._file_shell = self._new_shell(spec.output_limit_bytes)
         self._kernel: IPythonKernel | None = None
-        self._kernel_lock = asyncio.Lock()
+        self._lazy_start = asyncio.Lock()  # the kernel and the file shell start on first use
         self.files = SandboxFiles(self._file_shell, placement.workspace)
         self.closed = False
 
@@ -97,7 +97,7 @@ class Sandbox:
     async def python(self, code: str, timeout: float | None = None) -> PythonResult:
         """Run code in the sandbox's IPython kernel, starting it on first use."""
         self._check_open()
-        async with self._kernel_lock:
+        async with self._lazy_start:
             if self._kernel is None:
                 self._kernel = IPythonKernel(
                     socket_dir=self.placement.socket_dir,
@@ -114,7 +114,7 @@ class Sandbox:
     async def _files(self) -> SandboxFiles:
         self._check_open()
         if not self._file_shell.alive:
-            async with self._kernel_lock:  # one start at a time
+            async with self._lazy_start:
                 if not self._file_shell.alive:
                     await self._file_shell.start()
         return self.files
