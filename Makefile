@@ -5,12 +5,14 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.prorl-installed
+SANDBOX_VENV := .venvs/sandbox
+SANDBOX_STAMP := $(SANDBOX_VENV)/.prorl-installed
 # Servers that ng_run starts; each gets .venvs/<type>/<name>/.venv -> .venv (see configs/base.yaml).
 SERVER_DIRS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/requirements.txt responses_api_models/*/requirements.txt)
 BUILTIN_SERVERS := responses_api_models/vllm_model
 
 .PHONY: setup demo test bench data clean
-setup: $(STAMP)
+setup: $(STAMP) $(SANDBOX_STAMP)
 
 $(STAMP): pyproject.toml scripts/find-python
 	@set -e; \
@@ -23,6 +25,18 @@ $(STAMP): pyproject.toml scripts/find-python
 	$(PY) -c 'import prorl_gym, nemo_gym, resources_servers' ; \
 	touch $@
 	@$(MAKE) --no-print-directory link-venvs
+
+# The Python inside sandboxes: separate and minimal (see sandbox-requirements.txt).
+$(SANDBOX_STAMP): sandbox-requirements.txt scripts/find-sandbox-python
+	@set -e; \
+	if [ ! -x $(SANDBOX_VENV)/bin/python ]; then \
+	  python=$$(scripts/find-sandbox-python); \
+	  echo "Creating $(SANDBOX_VENV) (the Python inside sandboxes) with $$python"; \
+	  "$$python" -m venv $(SANDBOX_VENV); \
+	fi; \
+	$(SANDBOX_VENV)/bin/python -m pip install --quiet -r sandbox-requirements.txt; \
+	chmod -R a+rX $(SANDBOX_VENV); \
+	touch $@
 
 # ng_run would build one uv venv per server (downloads); point every server at the project's .venv.
 .PHONY: link-venvs

@@ -11,9 +11,8 @@ from prorl_gym.sandbox import SandboxSpec, create_sandbox
 
 
 @pytest.fixture
-def sandbox_spec(tmp_path) -> SandboxSpec:
-    root = tmp_path / "sbx"
-    return SandboxSpec(root_dir=str(root), command_timeout_s=10, python_timeout_s=20)
+def sandbox_spec(sandbox_root) -> SandboxSpec:
+    return SandboxSpec(root_dir=sandbox_root, command_timeout_s=10, python_timeout_s=20)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -27,14 +28,17 @@ def read_jsonl(path: Path) -> list[dict]:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("e2e")
+    sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-e2e-", dir="/tmp"))  # reachable by the sandbox uid
+    sandbox_root.chmod(0o711)
     overrides = [
-        f"+math.resources_servers.math.sandbox.root_dir={tmp / 'sbx'}",
+        f"+math.resources_servers.math.sandbox.root_dir={sandbox_root}",
         f"+{AGENT}.limits.policy_call_timeout_s=5",
     ]
     with Stack(["configs/math.yaml"], overrides=overrides, policy_data=[str(EXAMPLE)], log_dir=tmp / "logs") as stack:
         stack.tmp = tmp
         yield stack
-    assert not list((tmp / "sbx").glob("*")), "sandbox directories left behind"
+    assert not list(sandbox_root.glob("*")), "sandbox directories left behind"
+    sandbox_root.rmdir()
     leftovers = subprocess.run(["pgrep", "-f", f"ng_run.*{stack.head_port}"], capture_output=True, text=True).stdout
     assert not leftovers.strip(), f"processes left behind: {leftovers}"
 

@@ -298,7 +298,7 @@ class PtyShell:
                 view = view[written:]
             except BlockingIOError:
                 ready = loop.create_future()
-                loop.add_writer(self._fd, ready.set_result, None)
+                loop.add_writer(self._fd, lambda: ready.done() or ready.set_result(None))
                 try:
                     await ready
                 finally:

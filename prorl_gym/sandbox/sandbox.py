@@ -144,5 +144,10 @@ async def create_sandbox(spec: SandboxSpec | None = None, sandbox_id: str | None
     """Place and start a sandbox; on any failure nothing is left behind."""
     spec = spec or SandboxSpec()
     sandbox_id = sandbox_id or secrets.token_hex(6)
-    placement = await get_backend(spec.backend).place(sandbox_id, spec)
+    try:
+        placement = await get_backend(spec.backend).place(sandbox_id, spec)
+    except (OSError, RuntimeError) as exc:
+        if isinstance(exc, SandboxError):
+            raise
+        raise SandboxStartError(f"sandbox {sandbox_id} could not be placed: {exc}") from exc
     return await Sandbox(spec, placement).start()

