@@ -48,6 +48,13 @@ class Bind(BaseModel):
     writable: bool = False
 
 
+class ApptainerOptions(BaseModel):
+    binary: str = "apptainer"  # or "singularity" (SingularityCE / older clusters)
+    fakeroot: bool = False  # --fakeroot: root inside, the user outside (needs subuid or user namespaces)
+    cache_dir: str | None = None  # where pulled .sif images are kept (default: $APPTAINER_CACHEDIR or ~/.apptainer/cache)
+    extra_args: list[str] = Field(default_factory=list)  # appended to `instance start`
+
+
 class SandboxSpec(BaseModel):
     backend: str = "local"
     # required: refuse to run without real isolation (bubblewrap). none: processes run as the
@@ -57,7 +64,9 @@ class SandboxSpec(BaseModel):
     root_dir: str = Field(default_factory=default_root_dir, description="Host directory for per-sandbox dirs.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment inside the sandbox.")
     workspace: str = "/workspace"  # the working directory (and HOME) inside an isolated sandbox
-    rootfs: str | None = None  # a directory to use as / (read-only) instead of the host's /usr
+    rootfs: str | None = None  # local backend: a directory to use as / (read-only) instead of the host's /usr
+    image: str | None = None  # apptainer backend: a .sif path or a docker:// URI (e.g. a SWE-bench image)
+    apptainer: ApptainerOptions = Field(default_factory=ApptainerOptions)
     binds: list[Bind] = Field(default_factory=list)  # extra paths the task needs (read-only by default)
     # When the server runs as root, sandboxes run as this unprivileged host uid. Not 65534: that is
     # how unmapped owners (host root) show inside, and root's files must not look like the agent's.

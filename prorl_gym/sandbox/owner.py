@@ -1,0 +1,33 @@
+"""Who owns a sandbox: an id unique to this server process on this host.
+
+Sandbox names (Apptainer instances, lease files) carry it, so cleanup only ever touches
+this server's sandboxes, and a reaper can tell a live owner from a dead one (or from an
+unrelated process that reused its pid, thanks to the start time).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from functools import cache
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time of `pid` in clock ticks since boot (field 22 of /proc/<pid>/stat), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat.rsplit(b")", 1)[1].split()[19])
+
+
+def process_alive(pid: int, start_time: int | None) -> bool:
+    return process_start_time(pid) == start_time
+
+
+@cache
+def owner_id() -> str:
+    """`<host>-<pid>-<start ticks>`: stable for this process, never reused by another."""
+    host = socket.gethostname().split(".")[0][:20]
+    return f"{host}-{os.getpid()}-{process_start_time(os.getpid())}"
