@@ -41,6 +41,7 @@ class SandboxResourcesServerConfig(BaseResourcesServerConfig):
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     tools: list[str] = Field(default_factory=lambda: ["bash"])
     session_idle_ttl_s: float = 3600.0
+    warm_pool_size: int = 0  # sandboxes started ahead, so INIT is an acquire
     verifier_workers: int = 0  # 0: this environment does not use the verifier pool
     verify_timeout_s: float = 20.0
 
@@ -78,7 +79,9 @@ class SandboxResourcesServer(SimpleResourcesServer):
         unknown = [name for name in self.config.tools if name not in TOOLS]
         if unknown:
             raise ValueError(f"unknown tools {unknown}; known: {sorted(TOOLS)}")
-        self._sessions = SandboxSessions(self.config.sandbox, idle_ttl_s=self.config.session_idle_ttl_s)
+        self._sessions = SandboxSessions(
+            self.config.sandbox, idle_ttl_s=self.config.session_idle_ttl_s, pool_size=self.config.warm_pool_size
+        )
         if self.config.verifier_workers:
             self._verifiers = VerifierPool(self.config.verifier_workers, timeout_s=self.config.verify_timeout_s)
         app.get("/tools")(self.list_tools)

@@ -1,8 +1,10 @@
 """Session id -> sandbox, for one resources server process.
 
 A rollout's session (NeMo Gym's session cookie) owns at most one sandbox, created at
-seed_session and closed at verify or release. Sandboxes idle longer than `idle_ttl_s`
-(an agent that died mid-rollout) are closed by a background sweep; shutdown closes all.
+seed_session (from the warm pool when there is one) and closed at verify or release.
+Sandboxes idle longer than `idle_ttl_s` (an agent that died mid-rollout) are closed by a
+background sweep, which also runs the lease reaper for sandboxes of dead servers (also at
+start, so a restart after `kill -9` cleans up after its predecessor); shutdown closes all.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import logging
 import time
 
 from prorl_gym.sandbox import Sandbox, SandboxSpec, create_sandbox
+from prorl_gym.sandbox.leases import reap_stale
+from prorl_gym.sandbox.pool import SandboxPool
 
 log = logging.getLogger(__name__)
 
@@ -21,9 +25,10 @@ class UnknownSessionError(LookupError):
 
 
 class SandboxSessions:
-    def __init__(self, spec: SandboxSpec, idle_ttl_s: float = 3600.0):
+    def __init__(self, spec: SandboxSpec, idle_ttl_s: float = 3600.0, pool_size: int = 0):
         self.spec = spec
         self.idle_ttl_s = idle_ttl_s
+        self.pool = SandboxPool(spec, pool_size) if pool_size else None
         self._sandboxes: dict[str, Sandbox] = {}
         self._last_used: dict[str, float] = {}
         self._sweeper: asyncio.Task | None = None
@@ -32,11 +37,16 @@ class SandboxSessions:
         return len(self._sandboxes)
 
     async def start(self) -> None:
+        await reap_stale(self.spec.root_dir)
+        if self.pool:
+            await self.pool.start(wait=False)
         self._sweeper = asyncio.create_task(self._sweep_forever())
 
     async def close(self) -> None:
         if self._sweeper:
             self._sweeper.cancel()
+        if self.pool:
+            await self.pool.close()
         sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
         self._last_used.clear()
         await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
@@ -44,7 +54,7 @@ class SandboxSessions:
     async def create(self, session_id: str) -> Sandbox:
         """A fresh sandbox for this session (a stale one from a retried seed is closed first)."""
         await self.release(session_id)
-        sandbox = await create_sandbox(self.spec)
+        sandbox = await (self.pool.acquire() if self.pool else create_sandbox(self.spec))
         self._sandboxes[session_id] = sandbox
         self._last_used[session_id] = time.monotonic()
         return sandbox
@@ -78,3 +88,4 @@ class SandboxSessions:
             for sid in stale:
                 log.warning("closing sandbox of session %s: idle for more than %.0fs", sid, self.idle_ttl_s)
                 await self.release(sid)
+            await reap_stale(self.spec.root_dir)

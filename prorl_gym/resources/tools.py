@@ -49,6 +49,10 @@ class Tool:
         return {"type": "function", "name": self.name, "description": self.description, "parameters": params, "strict": True}
 
 
+# bash reports death by signal as 128 + signal; these are the sandbox's limits at work.
+LIMIT_EXITS = {137: "killed (SIGKILL)", 152: "killed: CPU time limit", 153: "killed: file size limit"}
+
+
 def _content(output: str, exit_code: int | None, timed_out: bool, restarted: bool, timeout: float) -> str:
     """What the policy reads: the output, then one bracketed line for anything unusual."""
     notes = []
@@ -57,7 +61,7 @@ def _content(output: str, exit_code: int | None, timed_out: bool, restarted: boo
     if restarted:
         notes.append("the environment was restarted; earlier state is gone")
     if exit_code not in (0, None) and not timed_out:
-        notes.append(f"exit code {exit_code}")
+        notes.append(f"exit code {exit_code}" + (f", {LIMIT_EXITS[exit_code]}" if exit_code in LIMIT_EXITS else ""))
     if notes:
         output += ("" if not output or output.endswith("\n") else "\n") + f"[{'; '.join(notes)}]"
     return output or "[no output]"

@@ -18,6 +18,7 @@ from prorl_gym.runtime.files import SandboxFiles
 from prorl_gym.runtime.kernel import IPythonKernel, PythonResult
 from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
 from prorl_gym.sandbox.backends.base import Placement, get_backend
+from prorl_gym.sandbox.leases import lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
 
 BASH_ARGV = ["bash", "--noprofile", "--norc", "--noediting", "-i"]
@@ -77,6 +78,7 @@ class Sandbox:
             closers.append(self._kernel.close())
         await asyncio.gather(*closers, return_exceptions=True)
         await self.placement.close()
+        await asyncio.to_thread(remove_lease, self.spec.root_dir, self.id)
 
     async def __aenter__(self) -> "Sandbox":
         return self
@@ -150,4 +152,6 @@ async def create_sandbox(spec: SandboxSpec | None = None, sandbox_id: str | None
         if isinstance(exc, SandboxError):
             raise
         raise SandboxStartError(f"sandbox {sandbox_id} could not be placed: {exc}") from exc
+    lease = lease_for(sandbox_id, spec.backend, placement, spec.lease_ttl_s)
+    await asyncio.to_thread(write_lease, spec.root_dir, lease)
     return await Sandbox(spec, placement).start()

@@ -72,6 +72,7 @@ class SandboxSpec(BaseModel):
     # how unmapped owners (host root) show inside, and root's files must not look like the agent's.
     host_uid: int = 100_000
     limits: Limits = Field(default_factory=Limits)
+    lease_ttl_s: float | None = 6 * 3600  # a sandbox older than this is a leak: the reaper ends it
     output_limit_bytes: int = 16 * 1024
     command_timeout_s: float = 30.0
     python_timeout_s: float = 30.0

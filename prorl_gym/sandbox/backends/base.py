@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from prorl_gym.sandbox.spec import SandboxSpec
+
+if TYPE_CHECKING:
+    from prorl_gym.sandbox.leases import Lease
 
 
 class Placement(Protocol):
     sandbox_id: str
+    private_dir: Path  # host directory of this sandbox (removed on close)
     workspace: str  # the working directory, as seen inside the sandbox
     socket_dir: Path  # kernel sockets; the same absolute path inside and outside
     python: str  # interpreter inside the sandbox that can run ipykernel
@@ -35,6 +39,10 @@ class Placement(Protocol):
 
 class Backend(Protocol):
     async def place(self, sandbox_id: str, spec: SandboxSpec) -> Placement: ...
+
+    async def reap(self, lease: "Lease") -> None:
+        """End whatever of a dead owner's sandbox still runs (the reaper removes its files)."""
+        ...
 
 
 # name -> "module:class", imported on first use so an unused backend costs nothing.

@@ -17,6 +17,7 @@ import signal
 from pathlib import Path
 
 from prorl_gym.sandbox.backends.bwrap import BwrapPlacement, IsolationUnavailable, find_bwrap
+from prorl_gym.sandbox.leases import Lease, kill_lease_pids
 from prorl_gym.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,11 @@ class LocalBackend:
         except IsolationUnavailable as exc:
             raise IsolationUnavailable(f"{exc}\n{INSTALL_HINT}") from exc
         return placement
+
+    async def reap(self, lease: Lease) -> None:
+        # bwrap: killing the holder and pid 1 ends the whole namespace; unisolated: the tag.
+        await asyncio.to_thread(kill_lease_pids, lease)
+        await asyncio.to_thread(kill_tagged, lease.sandbox_id)
 
 
 def kill_tagged(sandbox_id: str) -> int:

@@ -1,0 +1,112 @@
+"""Leases: a record on disk of every live sandbox, so none can leak.
+
+Each sandbox writes a lease (owner, the host pids of its holder with their start times, its
+instance name, private dir, creation time, ttl) into `<root_dir>/.leases/` when created and
+removes it when closed. The reaper ends what a lease describes when its owner is dead (a
+`kill -9`ed server) or the lease has expired, and removes the lease: run at server start and
+periodically. Pids are only signalled if their start time still matches, so a pid reused by
+an unrelated process is never touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from prorl_gym.sandbox.owner import owner_id, process_alive, process_start_time
+
+log = logging.getLogger(__name__)
+
+
+class Lease(BaseModel):
+    sandbox_id: str
+    backend: str
+    owner: str = Field(default_factory=owner_id)
+    owner_pid: int = Field(default_factory=os.getpid)
+    owner_start: int | None = Field(default_factory=lambda: process_start_time(os.getpid()))
+    pids: dict[int, int | None] = Field(default_factory=dict)  # host pid -> its start time
+    instance: str | None = None  # e.g. an Apptainer instance name
+    private_dir: str
+    created: float = Field(default_factory=time.time)
+    ttl_s: float | None = None
+
+    @property
+    def expired(self) -> bool:
+        return self.ttl_s is not None and time.time() > self.created + self.ttl_s
+
+    @property
+    def orphaned(self) -> bool:
+        return not process_alive(self.owner_pid, self.owner_start)
+
+
+def lease_dir(root_dir: str | Path) -> Path:
+    return Path(root_dir) / ".leases"
+
+
+def write_lease(root_dir: str | Path, lease: Lease) -> None:
+    directory = lease_dir(root_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{lease.sandbox_id}.tmp"
+    tmp.write_text(lease.model_dump_json())
+    tmp.rename(directory / f"{lease.sandbox_id}.json")  # atomic: a reader never sees half a lease
+
+
+def remove_lease(root_dir: str | Path, sandbox_id: str) -> None:
+    (lease_dir(root_dir) / f"{sandbox_id}.json").unlink(missing_ok=True)
+
+
+def read_leases(root_dir: str | Path) -> list[Lease]:
+    leases = []
+    for path in sorted(lease_dir(root_dir).glob("*.json")):
+        try:
+            leases.append(Lease.model_validate_json(path.read_text()))
+        except (OSError, ValueError):
+            log.warning("unreadable lease %s; removing it", path)
+            path.unlink(missing_ok=True)
+    return leases
+
+
+def kill_lease_pids(lease: Lease) -> None:
+    for pid, start in lease.pids.items():
+        if process_start_time(pid) == start:  # the same process, not a reused pid
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+async def reap_stale(root_dir: str | Path) -> list[str]:
+    """End sandboxes whose owner is dead or whose lease expired; returns their ids.
+
+    Our own live sandboxes are never touched (their idle sweep is in-process).
+    """
+    from prorl_gym.sandbox.backends.base import get_backend
+
+    me = owner_id()
+    reaped = []
+    for lease in await asyncio.to_thread(read_leases, root_dir):
+        if lease.owner == me or not (lease.orphaned or lease.expired):
+            continue
+        reason = "expired" if lease.expired else f"its owner {lease.owner} is gone"
+        log.warning("reaping sandbox %s (%s)", lease.sandbox_id, reason)
+        await get_backend(lease.backend).reap(lease)
+        await asyncio.to_thread(shutil.rmtree, lease.private_dir, True)
+        await asyncio.to_thread(remove_lease, root_dir, lease.sandbox_id)
+        reaped.append(lease.sandbox_id)
+    return reaped
+
+
+def lease_for(sandbox_id: str, backend: str, placement, ttl_s: float | None) -> Lease:
+    """A lease describing a placed sandbox (its pids, instance name, private dir)."""
+    pids = {pid: process_start_time(pid) for pid in getattr(placement, "pids", [])}
+    return Lease(
+        sandbox_id=sandbox_id, backend=backend, pids=pids, instance=getattr(placement, "instance", None),
+        private_dir=str(placement.private_dir), ttl_s=ttl_s,
+    )  # fmt: skip

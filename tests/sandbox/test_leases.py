@@ -1,0 +1,83 @@
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from prorl_gym.sandbox import SandboxSpec, create_sandbox
+from prorl_gym.sandbox.leases import Lease, read_leases, reap_stale, write_lease
+
+# A "resources server" that creates sandboxes with processes that try to outlive it.
+OWNER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from prorl_gym.sandbox import SandboxSpec, create_sandbox
+
+    async def main(root):
+        for isolation in ("required", "none"):
+            sb = await create_sandbox(SandboxSpec(root_dir=root, isolation=isolation))
+            await sb.bash(f"sleep 4242.{len(isolation)} & setsid sleep 4243.{len(isolation)} & true")
+        print("ready", flush=True)
+        await asyncio.sleep(3600)
+
+    asyncio.run(main(sys.argv[1]))
+    """
+)
+
+
+def marked_processes() -> list[str]:
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return [line for line in ps.splitlines() if line.startswith(("sleep 4242", "sleep 4243"))]
+
+
+async def test_close_removes_the_lease(sandbox_spec):
+    sandbox = await create_sandbox(sandbox_spec)
+    (lease,) = read_leases(sandbox_spec.root_dir)
+    assert lease.sandbox_id == sandbox.id and lease.owner_pid == os.getpid() and lease.pids
+    await sandbox.close()
+    assert read_leases(sandbox_spec.root_dir) == []
+
+
+async def test_nothing_of_a_killed_servers_sandboxes_survives_the_reaper(sandbox_root):
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, sandbox_root], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout.readline().strip() == "ready"
+        assert len(read_leases(sandbox_root)) == 2
+        assert len(marked_processes()) == 4
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    # The next server's start-up (or its periodic sweep) reaps what the dead one left.
+    reaped = await reap_stale(sandbox_root)
+    assert len(reaped) == 2
+    await asyncio.sleep(0.2)
+    assert marked_processes() == []
+    assert read_leases(sandbox_root) == []
+    assert [p.name for p in Path(sandbox_root).iterdir() if not p.name.startswith(".")] == []
+
+
+async def test_live_sandboxes_are_not_reaped_but_expired_ones_are(sandbox_spec):
+    mine = await create_sandbox(sandbox_spec)
+    # a lease of another live process that expired: a leak
+    other = Lease(sandbox_id="leaked", backend="local", owner="someone-else", owner_pid=1, owner_start=None,
+                  private_dir=str(Path(sandbox_spec.root_dir) / "leaked"), created=time.time() - 10, ttl_s=1)  # fmt: skip
+    write_lease(sandbox_spec.root_dir, other)
+    assert await reap_stale(sandbox_spec.root_dir) == ["leaked"]
+    assert (await mine.bash("echo alive")).output == "alive\n"
+    await mine.close()
+
+
+async def test_a_reused_pid_is_never_signalled(sandbox_spec):
+    victim = subprocess.Popen(["sleep", "30"])
+    try:  # the lease names the victim's pid but with another start time: a reused pid
+        lease = Lease(sandbox_id="old", backend="local", owner="dead", owner_pid=1, owner_start=None,
+                      pids={victim.pid: 12345}, private_dir=str(Path(sandbox_spec.root_dir) / "old"))  # fmt: skip
+        write_lease(sandbox_spec.root_dir, lease)
+        assert await reap_stale(sandbox_spec.root_dir) == ["old"]
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()
