@@ -100,10 +100,12 @@ class PtyShell:
         output_limit: int = 16 * 1024,
         interrupt_grace_s: float = 1.0,
         start_timeout_s: float = 10.0,
+        init: str = "",
     ):
         self._argv = argv
         self._env = env
         self._cwd = cwd
+        self._init = init  # run once at start, before any command (e.g. the sandbox's limits)
         self.output_limit = output_limit
         self.interrupt_grace_s = interrupt_grace_s
         self.start_timeout_s = start_timeout_s
@@ -137,6 +139,8 @@ class PtyShell:
             init = "set +H +o history; unset PROMPT_COMMAND MAILCHECK HISTFILE; PS2=''"
             if self._cwd:
                 init += f"; cd -- {shlex.quote(self._cwd)}"
+            if self._init:
+                init += f" && {self._init}"
             result = await self._run_unlocked(init, self.start_timeout_s)
         except (TimeoutError, ShellError) as exc:
             startup_output = self._capture.text()

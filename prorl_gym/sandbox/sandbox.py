@@ -49,10 +49,12 @@ class Sandbox:
         self.closed = False
 
     def _new_shell(self, output_limit: int) -> PtyShell:
+        argv, init = self.placement.wrap_shell(BASH_ARGV)
         return PtyShell(
-            self.placement.wrap(BASH_ARGV),
+            argv,
             self.placement.environment(),
             cwd=self.placement.workspace,
+            init=init,
             output_limit=output_limit,
             interrupt_grace_s=self.spec.interrupt_grace_s,
             start_timeout_s=self.spec.start_timeout_s,

@@ -28,6 +28,10 @@ class Placement(Protocol):
         """The host command line that runs `argv` inside this sandbox."""
         ...
 
+    def wrap_shell(self, argv: list[str]) -> tuple[list[str], str]:
+        """Like wrap, for an interactive bash: (command line, bash commands to run first)."""
+        ...
+
     def environment(self) -> dict[str, str]:
         """The environment for processes started inside the sandbox."""
         ...

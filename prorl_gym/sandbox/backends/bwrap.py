@@ -73,6 +73,18 @@ def prlimit_prefix(spec: SandboxSpec) -> list[str]:
     return ["prlimit", *flags, "--"] if flags else []
 
 
+def ulimit_command(spec: SandboxSpec) -> str:
+    """The same limits as prlimit_prefix, as a bash builtin (hard and soft: they cannot be raised)."""
+    limits = spec.limits
+    values = {
+        "t": limits.cpu_time_s, "v": limits.memory_bytes and limits.memory_bytes // 1024,
+        "u": limits.processes, "f": limits.file_size_bytes and limits.file_size_bytes // 1024,
+        "n": limits.open_files,
+    }  # fmt: skip
+    flags = " ".join(f"-{flag} {value}" for flag, value in values.items() if value is not None)
+    return f"ulimit -HS {flags}" if flags else ""
+
+
 def python_dirs(python: str) -> list[str]:
     """Directories the interpreter needs inside: its venv and, if outside /usr, its base install."""
     exe = Path(python)
@@ -136,7 +148,7 @@ class BwrapPlacement:
         self._bwrap = bwrap
         self.holder_pid = -1  # the bwrap process, our child
         self.init_pid = -1  # pid 1 of the sandbox, as the host sees it
-        self._join: list[str] = []
+        self._nsenter: list[str] = []
         self._closed = False
 
     @property
@@ -184,13 +196,18 @@ class BwrapPlacement:
             os.close(info_r)
             os.close(ready_r)
         self.init_pid = info["child-pid"]
-        self._join = unprivileged_prefix(spec) + prlimit_prefix(spec) + [
+        self._nsenter = [
             "nsenter", "-t", str(self.init_pid), "-U", "-m", "-p", "-n", "-i", "-u", "-C", "-r", "-w",
             "--preserve-credentials", "--",
         ]  # fmt: skip
 
     def wrap(self, argv: list[str]) -> list[str]:
-        return self._join + list(argv)
+        return unprivileged_prefix(self._spec) + prlimit_prefix(self._spec) + self._nsenter + list(argv)
+
+    def wrap_shell(self, argv: list[str]) -> tuple[list[str], str]:
+        """A shell joins without prlimit (one exec less on every sandbox start): its first
+        command applies the limits itself with `ulimit`, before the agent's first command."""
+        return unprivileged_prefix(self._spec) + self._nsenter + list(argv), ulimit_command(self._spec)
 
     def environment(self) -> dict[str, str]:
         venv_bin = str(Path(self.python).parent)

@@ -50,6 +50,9 @@ class UnisolatedPlacement:
     def wrap(self, argv: list[str]) -> list[str]:
         return list(argv)
 
+    def wrap_shell(self, argv: list[str]) -> tuple[list[str], str]:
+        return list(argv), ""
+
     def environment(self) -> dict[str, str]:
         env = {
             "PATH": f"{Path(self.python).parent}:{os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}",

@@ -1,0 +1,52 @@
+"""What every benchmark shares: percentiles, a traversable sandbox root, the JSON output."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import resource
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).resolve().parents[1] / "results" / "bench"
+
+
+def percentile(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def ms(seconds: float) -> float:
+    return round(seconds * 1000, 3)
+
+
+def median_ms(samples: list[float]) -> float:
+    return ms(statistics.median(samples))
+
+
+@contextlib.contextmanager
+def sandbox_root():
+    """A root for sandboxes the unprivileged sandbox uid can reach (mkdtemp makes 0700)."""
+    root = tempfile.mkdtemp(prefix="prorl-bench-", dir="/tmp")
+    os.chmod(root, 0o711)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def raise_fd_limit() -> None:
+    """Each live sandbox holds a pty master here; lift the soft limit to the hard one."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def emit(name: str, results: dict) -> None:
+    """Write results/bench/<name>.json and print the JSON as the last line of stdout."""
+    results = {"benchmark": name} | results
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    (RESULTS_DIR / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results), flush=True)
