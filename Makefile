@@ -51,9 +51,10 @@ demo: setup
 test: setup
 	$(PY) -m pytest -q
 
+BENCHMARKS := tool_latency sandbox_start concurrency
 bench: setup
 	@mkdir -p results/bench
-	$(PY) -m benchmarks.tool_latency | tee results/bench/tool_latency.log
+	@for b in $(BENCHMARKS); do echo "== $$b"; $(PY) -m benchmarks.$$b | tee results/bench/$$b.log | tail -1; done
 
 data: setup
 	$(PY) data/prepare_math.py

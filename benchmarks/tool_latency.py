@@ -9,7 +9,7 @@
     python -m benchmarks.tool_latency [--calls 300] [--warmup 30] [--tmux-calls 10]
 
 Prints readable lines, then one JSON object as the last line of stdout (also written to
-results/bench/tool_latency.json). Targets are reported, never asserted.
+results/bench/tool_latency.json). Sandboxes use the default backend (bubblewrap). Targets are reported, never asserted.
 """
 
 import argparse
@@ -20,17 +20,16 @@ import secrets
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import aiohttp
 
+from benchmarks.common import emit, sandbox_root
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.stack import free_port
 from prorl_gym.testing import build_server
 
-RESULT_PATH = Path(__file__).resolve().parents[1] / "results/bench/tool_latency.json"
 TARGETS = {"tool_route_bash_echo_p50_ms": 3.0, "speedup_vs_tmux": 100}
 SEED_ROW = {"responses_create_params": {"input": [{"role": "user", "content": "x"}]}, "expected_answer": "1"}
 TMUX_POLL_S = 0.5
@@ -206,7 +205,7 @@ def tmux_baseline(calls: int, warmup: int = 1) -> list[float]:
 
 
 async def run(args: argparse.Namespace, root: str) -> dict:
-    results: dict = {"benchmark": "tool_latency", "calls": args.calls, "warmup": args.warmup}
+    results: dict = {"calls": args.calls, "warmup": args.warmup}
     print(f"tool latency: {args.calls} calls per series after {args.warmup} warm-up calls", flush=True)
     await bench_runtime(results, root, args.calls, args.warmup)
     await bench_tool_routes(results, root, args.calls, args.warmup)
@@ -232,13 +231,8 @@ def main() -> None:
         return serve(int(args.serve[0]), args.serve[1])
     if args.calls < 1 or args.tmux_calls < 1 or args.warmup < 0:
         parser.error("--calls and --tmux-calls must be >= 1, --warmup >= 0")
-    # Short root under /tmp: the kernel's Unix socket paths must stay under 108 bytes.
-    with tempfile.TemporaryDirectory(prefix="prorl-bench-", dir="/tmp") as root:
-        results = asyncio.run(run(args, root))
-    RESULT_PATH.parent.mkdir(parents=True, exist_ok=True)
-    RESULT_PATH.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {RESULT_PATH.relative_to(Path.cwd(), walk_up=True)}", flush=True)
-    print(json.dumps(results), flush=True)
+    with sandbox_root() as root:  # short (socket paths < 108 bytes) and reachable by the sandbox uid
+        emit("tool_latency", asyncio.run(run(args, root)))
 
 
 if __name__ == "__main__":
