@@ -23,7 +23,7 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from pydantic import BaseModel
 
 from prorl_gym.runtime.output import BoundedOutput
-from prorl_gym.runtime.process import reap, signal_group
+from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap, signal_group
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -107,6 +107,7 @@ class IPythonKernel:
                     (os.POSIX_SPAWN_DUP2, 1, 2),
                 ],
                 setsid=True,
+                setsigdef=DEFAULT_SIGNALS,
             )  # fmt: skip
         except OSError as exc:
             raise KernelError(f"could not start kernel {argv[:3]}: {exc}") from exc

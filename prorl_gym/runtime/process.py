@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+
+# Python ignores SIGPIPE and SIGXFSZ, and spawned children inherit ignored signals: give
+# sandbox processes the normal defaults (a writer dies on a closed pipe; a file over the
+# size limit kills its writer, exit 153).
+DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ)
 
 
 def signal_group(pgid: int, sig: int) -> None:

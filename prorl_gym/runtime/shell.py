@@ -30,7 +30,7 @@ import time
 from pydantic import BaseModel
 
 from prorl_gym.runtime.output import BoundedOutput
-from prorl_gym.runtime.process import reap, signal_group
+from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap, signal_group
 
 MARKER_SEP = b"\x1e"  # ASCII record separator: never produced by ordinary text output
 _HOLDBACK = 40  # longest possible marker: sep + 16 hex + ':' + 3 digits + sep, with room
@@ -79,6 +79,7 @@ def _spawn_on_pty(argv: list[str], env: dict[str, str]) -> tuple[int, int]:
                 (os.POSIX_SPAWN_DUP2, 0, 2),
             ],
             setsid=True,
+            setsigdef=DEFAULT_SIGNALS,
         )  # fmt: skip
     except BaseException:
         os.close(master)

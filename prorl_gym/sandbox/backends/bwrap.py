@@ -25,7 +25,7 @@ import shutil
 import signal
 from pathlib import Path
 
-from prorl_gym.runtime.process import reap
+from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap
 from prorl_gym.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -180,6 +180,7 @@ class BwrapPlacement:
                     (os.POSIX_SPAWN_DUP2, ready_w, 3),  # sh takes single-digit fds only
                 ],
                 setsid=True,
+                setsigdef=DEFAULT_SIGNALS,
             )  # fmt: skip
         finally:
             os.close(info_w)
