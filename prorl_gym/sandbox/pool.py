@@ -34,7 +34,11 @@ class SandboxPool:
     async def start(self, wait: bool = True) -> None:
         self._refill()
         if wait:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self.wait_filled()
+
+    async def wait_filled(self) -> None:
+        """Until the refills in flight are done."""
+        await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def acquire(self) -> Sandbox:
         try:

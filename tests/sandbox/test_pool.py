@@ -10,7 +10,8 @@ async def test_acquire_hands_out_fresh_sandboxes_and_refills(sandbox_spec):
     assert pool.ready == 2
     first = await pool.acquire()
     await first.bash("echo secret > /workspace/left-behind; export MARK=1")
-    await asyncio.sleep(0.5)  # the refill runs in the background
+    assert pool.ready == 1  # the refill runs in the background
+    await pool.wait_filled()
     assert pool.ready == 2
     second = await pool.acquire()
     assert second.id != first.id
