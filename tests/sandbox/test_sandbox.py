@@ -67,7 +67,7 @@ async def test_async_with_closes(sandbox_spec):
 
 
 async def test_unknown_backend_is_a_clear_error(sandbox_spec):
-    with pytest.raises(UnknownBackendError, match="known: \\['local'\\]"):
+    with pytest.raises(UnknownBackendError, match="known: \\['apptainer', 'local'\\]"):
         await create_sandbox(sandbox_spec.model_copy(update={"backend": "nope"}))
 
 

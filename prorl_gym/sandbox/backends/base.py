@@ -52,6 +52,7 @@ class Backend(Protocol):
 # name -> "module:class", imported on first use so an unused backend costs nothing.
 BACKENDS: dict[str, str] = {
     "local": "prorl_gym.sandbox.backends.local:LocalBackend",
+    "apptainer": "prorl_gym.sandbox.backends.apptainer:ApptainerBackend",
 }
 
 
