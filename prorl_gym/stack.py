@@ -20,6 +20,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from prorl_gym.runtime.process import kill_session
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
@@ -34,19 +36,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _session_members(sid: int) -> list[int]:
-    pids = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                if os.getsid(int(entry.name)) == sid:
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
-def kill_session(proc: subprocess.Popen, grace_s: float = 10.0, sig: int = signal.SIGINT) -> None:
+def stop_session(proc: subprocess.Popen, grace_s: float = 10.0, sig: int = signal.SIGINT) -> None:
     """Signal a child started with start_new_session, then SIGKILL whatever of its session remains."""
     if proc.poll() is None:
         try:
@@ -54,11 +44,7 @@ def kill_session(proc: subprocess.Popen, grace_s: float = 10.0, sig: int = signa
             proc.wait(timeout=grace_s)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
-    for pid in _session_members(proc.pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    kill_session(proc.pid)
     if proc.poll() is None:
         proc.kill()
         proc.wait()
@@ -164,7 +150,7 @@ class Stack:
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
         try:
             for proc in reversed(self._procs):
-                kill_session(proc)
+                stop_session(proc)
             self._procs.clear()
         finally:
             if in_main:

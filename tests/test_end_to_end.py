@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -37,8 +38,9 @@ def stack(tmp_path_factory):
     with Stack(["configs/math.yaml"], overrides=overrides, policy_data=[str(EXAMPLE)], log_dir=tmp / "logs") as stack:
         stack.tmp = tmp
         yield stack
-    assert not list(sandbox_root.glob("*")), "sandbox directories left behind"
-    sandbox_root.rmdir()
+    assert [p.name for p in sandbox_root.iterdir()] in ([], [".leases"]), "sandbox directories left behind"
+    assert not list((sandbox_root / ".leases").glob("*.json")), "leases left behind"
+    shutil.rmtree(sandbox_root)
     leftovers = subprocess.run(["pgrep", "-f", f"ng_run.*{stack.head_port}"], capture_output=True, text=True).stdout
     assert not leftovers.strip(), f"processes left behind: {leftovers}"
 

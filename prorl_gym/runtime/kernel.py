@@ -4,6 +4,13 @@ The kernel listens on sockets in a directory private to its sandbox (bound at th
 absolute path inside and outside, because the connection file names it); this process
 holds the client end. No TCP, no web server. Started lazily: a kernel costs ~0.5 s and
 ~34 MiB, so only tasks that use Python pay for it.
+
+The server may run as root and the sandbox must not steer it: the connection file lives in
+a directory the sandbox can only read, the log is opened outside the sandbox, and each
+kernel binds its sockets in a fresh directory that, when the sandbox runs as another uid,
+is taken back from it as soon as the kernel reports its sockets bound. Only then are they
+checked (real sockets of the right owner, not symlinks) and connected, and the client
+never reconnects, so a path swapped later is never followed.
 """
 
 from __future__ import annotations
@@ -14,18 +21,59 @@ import os
 import re
 import secrets
 import signal
+import stat
 import time
-from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from queue import Empty
+from typing import Protocol
 
+import zmq
+import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
 from pydantic import BaseModel
 
 from prorl_gym.runtime.output import BoundedOutput
-from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap, signal_group
+from prorl_gym.runtime.process import DEFAULT_SIGNALS, exits_by_itself, reap, signal_group
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
+READY_FD = 4  # the launcher writes "bound" here once its sockets exist
+# ipykernel_launcher, plus a report once the sockets are bound. Closes fd 3 first: a
+# sandbox's user-namespace fd the joining process needed, not for the kernel.
+LAUNCHER = (
+    "import os, sys\n"
+    "try: os.close(3)\nexcept OSError: pass\n"
+    "from ipykernel.kernelapp import IPKernelApp\n"
+    "app = IPKernelApp.instance()\n"
+    "app.initialize(sys.argv[1:])\n"
+    f"os.write({READY_FD}, b'bound'); os.close({READY_FD})\n"
+    "app.start()\n"
+)
+
+
+class KernelHost(Protocol):
+    """Where a kernel runs: the parts of a sandbox placement it needs."""
+
+    socket_dir: Path  # sockets, same absolute path inside and out
+    control_dir: Path  # connection files: readable inside, never writable
+    log_dir: Path  # kernel logs: outside the sandbox
+    python: str
+    workspace: str
+    sandbox_uid: int | None  # the sandbox's host uid, if it is not ours
+    spawn_fds: dict[int, int]
+
+    def wrap(self, argv: list[str]) -> list[str]: ...
+
+    def environment(self) -> dict[str, str]: ...
+
+
+@cache
+def _client_context() -> zmq.asyncio.Context:
+    """One ZMQ context for kernel clients; its sockets never reconnect to a vanished path."""
+    context = zmq.asyncio.Context()
+    context.setsockopt(zmq.RECONNECT_IVL, -1)
+    return context
 
 
 class KernelError(RuntimeError):
@@ -48,20 +96,12 @@ class IPythonKernel:
 
     def __init__(
         self,
-        socket_dir: Path,
-        wrap: Callable[[list[str]], list[str]],
-        python: str,
-        env: dict[str, str],
-        cwd: str,
+        host: KernelHost,
         output_limit: int = 16 * 1024,
         start_timeout_s: float = 30.0,
         interrupt_grace_s: float = 2.0,
     ):
-        self._socket_dir = Path(socket_dir)
-        self._wrap = wrap
-        self._python = python
-        self._env = env
-        self._cwd = cwd
+        self._host = host
         self.output_limit = output_limit
         self.start_timeout_s = start_timeout_s
         self.interrupt_grace_s = interrupt_grace_s
@@ -76,64 +116,83 @@ class IPythonKernel:
         return self._client is not None and self._exited is not None and not self._exited.done()
 
     async def start(self) -> None:
-        self._socket_dir.mkdir(parents=True, exist_ok=True)
-        conn_file = self._socket_dir / "kernel.json"
+        host = self._host
+        token = secrets.token_hex(6)
+        socket_dir = host.socket_dir / f"k{token}"
+        socket_dir.mkdir(mode=0o700)
+        if host.sandbox_uid is not None:  # the kernel (the sandbox's uid) binds here, for now
+            os.chown(socket_dir, host.sandbox_uid, host.sandbox_uid)
         info = {
-            "transport": "ipc",
-            "ip": str(self._socket_dir.absolute() / "k"),
-            "shell_port": 1,
-            "iopub_port": 2,
-            "stdin_port": 3,
-            "control_port": 4,
-            "hb_port": 5,
-            "key": secrets.token_hex(16),
-            "signature_scheme": "hmac-sha256",
-            "kernel_name": "",
-        }
-        conn_file.write_text(json.dumps(info))
-        argv = self._wrap(
-            [
-                self._python, "-m", "ipykernel_launcher", "-f", str(conn_file),
-                "--HistoryManager.enabled=False", "--quiet",
-            ]
-        )  # fmt: skip
-        log = str(self._socket_dir / "kernel.log")
+            "transport": "ipc", "ip": str(socket_dir / "k"), **PORTS, "key": secrets.token_hex(16),
+            "signature_scheme": "hmac-sha256", "kernel_name": "",
+        }  # fmt: skip
+        conn_file = host.control_dir / f"kernel-{token}.json"
+        _write_new(conn_file, json.dumps(info).encode(), 0o644)
+        log = str(host.log_dir / f"kernel-{token}.log")
+        argv = host.wrap([
+            host.python, "-c", LAUNCHER, "-f", str(conn_file), "--HistoryManager.enabled=False", "--quiet",
+        ])  # fmt: skip
+        ready_r, ready_w = os.pipe()
         try:
             self.pid = os.posix_spawnp(
-                argv[0], argv, dict(self._env),
+                argv[0], argv, host.environment(),
                 file_actions=[
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
+                    (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600),
                     (os.POSIX_SPAWN_DUP2, 1, 2),
+                    (os.POSIX_SPAWN_DUP2, ready_w, READY_FD),
+                    *((os.POSIX_SPAWN_DUP2, ours, theirs) for theirs, ours in host.spawn_fds.items()),
                 ],
                 setsid=True,
                 setsigdef=DEFAULT_SIGNALS,
             )  # fmt: skip
         except OSError as exc:
+            os.close(ready_r)
             raise KernelError(f"could not start kernel {argv[:3]}: {exc}") from exc
+        finally:
+            os.close(ready_w)
         self._watch_exit()
-
-        client = AsyncKernelClient()
-        client.load_connection_info(info)
-        # No heartbeat channel: its 1 s liveness check misfires while kernels start under
-        # load; the pidfd tells us exactly when the process dies.
-        client.start_channels(hb=False)
-        self._client = client
         try:
+            async with asyncio.timeout(self.start_timeout_s):
+                await self._bound(ready_r)
+            if host.sandbox_uid is not None:  # take the directory back: its sockets can no longer be swapped
+                os.chown(socket_dir, os.getuid(), os.getgid())
+                os.chmod(socket_dir, 0o755)
+            _check_sockets(socket_dir, host.sandbox_uid if host.sandbox_uid is not None else os.getuid())
+            client = AsyncKernelClient(context=_client_context())
+            client.load_connection_info(info)
+            # No heartbeat channel: its 1 s liveness check misfires while kernels start under
+            # load; the pidfd tells us exactly when the process dies.
+            client.start_channels(hb=False)
+            self._client = client
             await self._wait_ready(time.monotonic() + self.start_timeout_s)
             # posix_spawn has no cwd; move the kernel into its working directory first.
-            chdir = f"import os as _os; _os.chdir({self._cwd!r}); del _os"
+            chdir = f"import os as _os; _os.chdir({host.workspace!r}); del _os"
             result = PythonResult(output="")
             state = await self._collect(
                 self._client.execute(chdir, silent=True, store_history=False), BoundedOutput(), result,
                 time.monotonic() + self.start_timeout_s,
             )  # fmt: skip
             if state != "idle" or result.error:
-                raise KernelError(f"could not enter {self._cwd}: {state} {result.error}")
+                raise KernelError(f"could not enter {host.workspace}: {state} {result.error}")
         except Exception as exc:  # noqa: BLE001 - any start failure: report the kernel log
             detail = _tail(log)
             await self.close()
             raise KernelError(f"kernel did not become ready: {exc!r}\n{detail}") from exc
+        finally:
+            os.close(ready_r)
+
+    async def _bound(self, ready_fd: int) -> None:
+        """Until the launcher reports its sockets bound (or the kernel dies)."""
+        loop = asyncio.get_running_loop()
+        report = loop.create_future()
+        loop.add_reader(ready_fd, lambda: report.done() or report.set_result(None))
+        try:
+            await asyncio.wait({report, self._exited}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            loop.remove_reader(ready_fd)
+        if not report.done() or os.read(ready_fd, 16) != b"bound":
+            raise KernelError("kernel exited before binding its sockets")
 
     async def _wait_ready(self, deadline: float) -> None:
         """kernel_info round trips until the kernel answers and its IOPub reaches us.
@@ -171,10 +230,13 @@ class IPythonKernel:
 
         loop.add_reader(self._pidfd, on_exit)
 
-    async def close(self) -> None:
+    async def close(self, exit_wait_s: float = 0.0) -> None:
+        """Kill the kernel; exit_wait_s: first let it exit by itself (see PtyShell.close)."""
         if self._client is not None:
             self._client.stop_channels()
             self._client = None
+        if self.pid > 0 and exit_wait_s and await exits_by_itself(self.pid, exit_wait_s):
+            self.pid = -1
         if self.pid > 0:
             signal_group(self.pid, signal.SIGKILL)
             await reap(self.pid)
@@ -246,6 +308,23 @@ class IPythonKernel:
         """Ask the kernel to SIGINT itself (works across namespaces, unlike our signals)."""
         msg = self._client.session.msg("interrupt_request", content={})
         self._client.control_channel.send(msg)
+
+
+def _write_new(path: Path, data: bytes, mode: int) -> None:
+    """Create a file that must not exist yet; never through a symlink."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _check_sockets(socket_dir: Path, owner: int) -> None:
+    for port in PORTS.values():
+        path = socket_dir / f"k-{port}"
+        st = os.lstat(path)
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != owner:
+            raise KernelError(f"{path} is not the kernel's socket")
 
 
 def _tail(path: str, size: int = 2000) -> str:

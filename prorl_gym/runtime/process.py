@@ -24,6 +24,27 @@ class _Gone:
     """Marker: the child has been collected, exit status unknown (not ours, or reaped before)."""
 
 
+def session_members(sid: int) -> list[int]:
+    """Pids of every process in session `sid` (a /proc scan: for failure paths, not hot ones)."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == sid:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def kill_session(sid: int) -> None:
+    for pid in session_members(sid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def _try_reap(pid: int) -> int | None | type[_Gone]:
     """The exit code once `pid` has exited (-signal if killed), None while it runs."""
     try:
@@ -33,30 +54,51 @@ def _try_reap(pid: int) -> int | None | type[_Gone]:
     return os.waitstatus_to_exitcode(status) if done == pid else None
 
 
-async def reap(pid: int, timeout: float = 5.0) -> int | None:
-    """Wait for child `pid` to exit, woken by its pidfd rather than by polling.
+class StillRunning(TimeoutError):
+    """The child did not exit within the wait: it is still ours to signal."""
 
-    Returns its exit code (negative signal number if killed), or None if unknown.
+
+async def wait_child(pid: int, timeout: float) -> int | None:
+    """Wait for child `pid` to exit and collect it, woken by its pidfd (no polling).
+
+    Returns its exit code (negative signal number if killed), None if it was collected
+    before (its pid may belong to someone else now: never signal it); raises StillRunning.
     """
+    code = _try_reap(pid)
+    if code is None:
+        try:
+            pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            pidfd = -1
+        if pidfd >= 0:
+            loop = asyncio.get_running_loop()
+            exited = loop.create_future()
+            loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
+            try:
+                await asyncio.wait_for(exited, timeout)
+            except TimeoutError:
+                raise StillRunning(f"process {pid} still running after {timeout}s") from None
+            finally:
+                loop.remove_reader(pidfd)
+                os.close(pidfd)
+        code = _try_reap(pid)
+    return None if code in (None, _Gone) else code
+
+
+async def reap(pid: int, timeout: float = 5.0) -> int | None:
+    """wait_child, with None also when it is still running after `timeout`."""
     if pid <= 0:
         return None
-    code = _try_reap(pid)
-    if code is not None:
-        return None if code is _Gone else code
     try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        code = _try_reap(pid)
-        return None if code is _Gone else code
-    loop = asyncio.get_running_loop()
-    exited = loop.create_future()
-    loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
-    try:
-        await asyncio.wait_for(exited, timeout)
-    except TimeoutError:
+        return await wait_child(pid, timeout)
+    except StillRunning:
         return None
-    finally:
-        loop.remove_reader(pidfd)
-        os.close(pidfd)
-    code = _try_reap(pid)
-    return None if code in (None, _Gone) else code
+
+
+async def exits_by_itself(pid: int, timeout: float) -> bool:
+    """True once `pid` has exited and been collected within `timeout`; False if still running."""
+    try:
+        await wait_child(pid, timeout)
+        return True
+    except StillRunning:
+        return False

@@ -15,13 +15,14 @@ import secrets
 from pathlib import Path
 
 from prorl_gym.runtime.files import SandboxFiles
-from prorl_gym.runtime.kernel import IPythonKernel, PythonResult
+from prorl_gym.runtime.kernel import IPythonKernel, KernelError, PythonResult
 from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
 from prorl_gym.sandbox.backends.base import Placement, get_backend
 from prorl_gym.sandbox.leases import lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
 
 BASH_ARGV = ["bash", "--noprofile", "--norc", "--noediting", "-i"]
+EXIT_WAIT_S = 2.0  # at close, how long the shells' and kernel's wrappers may take to exit by themselves
 
 
 class SandboxError(RuntimeError):
@@ -34,6 +35,10 @@ class SandboxStartError(SandboxError):
 
 class SandboxClosedError(SandboxError):
     pass
+
+
+class SandboxKernelError(SandboxError):
+    """The Python kernel could not be started (limits, resources)."""
 
 
 class Sandbox:
@@ -55,6 +60,7 @@ class Sandbox:
             self.placement.environment(),
             cwd=self.placement.workspace,
             init=init,
+            pass_fds=self.placement.spawn_fds,
             output_limit=output_limit,
             interrupt_grace_s=self.spec.interrupt_grace_s,
             start_timeout_s=self.spec.start_timeout_s,
@@ -75,11 +81,13 @@ class Sandbox:
         if self.closed:
             return
         self.closed = True
-        closers = [self._shell.close(), self._file_shell.close()]
-        if self._kernel is not None:
-            closers.append(self._kernel.close())
-        await asyncio.gather(*closers, return_exceptions=True)
+        # The placement first: it ends every process inside, so the shells' and kernel's
+        # host-side wrappers see their child exit and are reaped here, not by the host's init.
         await self.placement.close()
+        closers = [self._shell.close(EXIT_WAIT_S), self._file_shell.close(EXIT_WAIT_S)]
+        if self._kernel is not None:
+            closers.append(self._kernel.close(EXIT_WAIT_S))
+        await asyncio.gather(*closers, return_exceptions=True)
         await asyncio.to_thread(remove_lease, self.spec.root_dir, self.id)
 
     async def __aenter__(self) -> "Sandbox":
@@ -104,16 +112,15 @@ class Sandbox:
         async with self._lazy_start:
             if self._kernel is None:
                 self._kernel = IPythonKernel(
-                    socket_dir=self.placement.socket_dir,
-                    wrap=self.placement.wrap,
-                    python=self.placement.python,
-                    env=self.placement.environment(),
-                    cwd=self.placement.workspace,
+                    self.placement,
                     output_limit=self.spec.output_limit_bytes,
                     start_timeout_s=self.spec.start_timeout_s,
                     interrupt_grace_s=max(self.spec.interrupt_grace_s, 1.0),
                 )
-        return await self._kernel.execute(code, timeout or self.spec.python_timeout_s)
+        try:
+            return await self._kernel.execute(code, timeout or self.spec.python_timeout_s)
+        except KernelError as exc:  # the environment failed, not the code: a typed sandbox error
+            raise SandboxKernelError(f"sandbox {self.id}: {exc}") from exc
 
     async def _files(self) -> SandboxFiles:
         self._check_open()

@@ -1,5 +1,6 @@
 import os
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -9,7 +10,12 @@ from prorl_gym.runtime.kernel import IPythonKernel
 @pytest.fixture
 async def kernel(tmp_path):
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8"}
-    k = IPythonKernel(tmp_path / "sock", lambda argv: argv, sys.executable, env, str(tmp_path), output_limit=4096)
+    (tmp_path / "run").mkdir()
+    host = SimpleNamespace(  # a kernel host without a sandbox: runs as us, in tmp_path
+        socket_dir=tmp_path / "run", control_dir=tmp_path / "run", log_dir=tmp_path, python=sys.executable,
+        workspace=str(tmp_path), sandbox_uid=None, spawn_fds={}, wrap=lambda argv: argv, environment=lambda: env,
+    )  # fmt: skip
+    k = IPythonKernel(host, output_limit=4096)
     await k.start()
     try:
         yield k

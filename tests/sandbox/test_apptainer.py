@@ -77,6 +77,7 @@ def test_default_instance_start_command_exactly(venv):
         "--net", "--network", "none",
         "--bind", f"{PRIVATE}/workspace:/workspace:rw",
         "--bind", f"{PRIVATE}/run:{PRIVATE}/run:rw",
+        "--bind", f"{PRIVATE}/ctl:{PRIVATE}/ctl:ro",
         "--bind", f"{venv}:{venv}:ro",
         "/img/u.sif", NAME,
     ]  # fmt: skip
@@ -93,7 +94,8 @@ def test_network_fakeroot_binds_and_extra_args(venv):
     assert argv.count("--fakeroot") == 1 and "--fakeroot" not in instance_start_argv(spec_for(venv), NAME, PRIVATE, "x")
     binds = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--bind"]
     assert binds == [
-        f"{PRIVATE}/workspace:/testbed:rw", f"{PRIVATE}/run:{PRIVATE}/run:rw", f"{venv}:{venv}:ro",
+        f"{PRIVATE}/workspace:/testbed:rw", f"{PRIVATE}/run:{PRIVATE}/run:rw", f"{PRIVATE}/ctl:{PRIVATE}/ctl:ro",
+        f"{venv}:{venv}:ro",
         "/data/set:/data/set:ro", "/scratch/out:/out:rw",
     ]  # fmt: skip
     assert argv[-3:] == ["--nv", "/img/u.sif", NAME]  # extra args last, before image and name
@@ -102,7 +104,9 @@ def test_network_fakeroot_binds_and_extra_args(venv):
 def test_kernel_python_of_the_image_binds_nothing(venv):
     spec = spec_for(venv, kernel_python="/opt/conda/bin/python")  # not on this host: the image's own
     binds = [a for a in instance_start_argv(spec, NAME, PRIVATE, "x") if a.endswith((":ro", ":rw"))]
-    assert binds == [f"{PRIVATE}/workspace:/workspace:rw", f"{PRIVATE}/run:{PRIVATE}/run:rw"]
+    assert binds == [
+        f"{PRIVATE}/workspace:/workspace:rw", f"{PRIVATE}/run:{PRIVATE}/run:rw", f"{PRIVATE}/ctl:{PRIVATE}/ctl:ro"
+    ]
 
 
 def test_bind_paths_with_separators_are_refused(venv):
@@ -137,7 +141,7 @@ def test_singularity_binary_is_honoured_everywhere(venv):
 def test_limits_are_set_inside_by_the_joined_process(venv):
     spec = spec_for(venv)
     assert limits_prefix(spec) == [
-        "bash", "-c", 'ulimit -HS -t 600 -v 8388608 -u 512 -f 1048576 -n 4096 && exec "$@"', "prorl-limits",
+        "bash", "-c", 'ulimit -HS -v 8388608 -u 512 -f 1048576 -n 4096 && ulimit -S -t 600 && ulimit -H -t 605 && exec "$@"', "prorl-limits",
     ]  # fmt: skip
     unlimited = Limits(cpu_time_s=None, memory_bytes=None, processes=None, file_size_bytes=None, open_files=None)
     assert limits_prefix(spec_for(venv, limits=unlimited)) == []

@@ -34,7 +34,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from prorl_gym.sandbox.backends.bwrap import python_dirs, ulimit_command
+from prorl_gym.sandbox.backends.bwrap import python_dirs
+from prorl_gym.sandbox.limits import ulimit_command
 from prorl_gym.sandbox.owner import owner_id
 from prorl_gym.sandbox.spec import SandboxSpec
 
@@ -93,7 +94,8 @@ def instance_start_argv(spec: SandboxSpec, name: str, private_dir: Path, image: 
         argv += ["--net", "--network", "none"]
     if spec.apptainer.fakeroot:
         argv.append("--fakeroot")
-    argv += _bind(private_dir / "workspace", spec.workspace, True) + _bind(run, run, True)
+    control = private_dir / "ctl"  # kernel connection files: read-only inside
+    argv += _bind(private_dir / "workspace", spec.workspace, True) + _bind(run, run, True) + _bind(control, control, False)
     for path in python_dirs(spec.kernel_python):  # one not on this host is the image's own
         argv += _bind(path, path, False) if os.path.isdir(path) else []
     for bind in spec.binds:
@@ -139,7 +141,7 @@ def join_argv(spec: SandboxSpec, name: str, host: dict[str, str], binary: str | 
 def limits_prefix(spec: SandboxSpec) -> list[str]:
     """The rlimits, set inside. Not prlimit before `apptainer exec`: there RLIMIT_NPROC would
     count every task of the user on the node (each exec is a multi-threaded Go process)."""
-    ulimit = ulimit_command(spec)
+    ulimit = ulimit_command(spec.limits)
     return ["bash", "-c", f'{ulimit} && exec "$@"', "prorl-limits"] if ulimit else []
 
 
@@ -222,6 +224,10 @@ class ApptainerPlacement:
         self.private_dir = private_dir
         self.workspace = spec.workspace
         self.socket_dir = private_dir / "run"
+        self.control_dir = private_dir / "ctl"
+        self.log_dir = private_dir  # not mounted: the sandbox cannot plant a link here
+        self.sandbox_uid: int | None = None  # the sandbox runs as the server's user (never as root)
+        self.spawn_fds: dict[int, int] = {}
         self.python = spec.kernel_python
         self.instance = instance_name(sandbox_id)  # recorded in the lease, for the reaper
         self.pids: list[int] = []  # nothing of ours to signal: stopping the instance ends it all
@@ -234,7 +240,7 @@ class ApptainerPlacement:
 
     async def start(self) -> None:
         spec, image = self._spec, self._spec.image
-        for sub in ("workspace", "work", "run"):
+        for sub in ("workspace", "work", "run", "ctl"):
             (self.private_dir / sub).mkdir(parents=True, exist_ok=True)
         if not image:
             raise ApptainerError("the apptainer backend needs sandbox.image: a .sif path or a docker:// URI")
@@ -253,7 +259,7 @@ class ApptainerPlacement:
 
     def wrap_shell(self, argv: list[str]) -> tuple[list[str], str]:
         """As bwrap: a shell sets its limits itself with `ulimit` (one exec less per start)."""
-        return self._join_shell + list(argv), ulimit_command(self._spec)
+        return self._join_shell + list(argv), ulimit_command(self._spec.limits)
 
     def environment(self) -> dict[str, str]:
         return {"HOME": self._spec.env.get("HOME", self.workspace), **container_env(self._spec)}

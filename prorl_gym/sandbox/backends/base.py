@@ -22,6 +22,10 @@ class Placement(Protocol):
     private_dir: Path  # host directory of this sandbox (removed on close)
     workspace: str  # the working directory, as seen inside the sandbox
     socket_dir: Path  # kernel sockets; the same absolute path inside and outside
+    control_dir: Path  # kernel connection files: readable inside, never writable
+    log_dir: Path  # logs of processes started inside: not reachable from inside
+    sandbox_uid: int | None  # the host uid of the sandbox's processes, if not the server's
+    spawn_fds: dict[int, int]  # fds a process joining the sandbox needs: child fd -> ours
     python: str  # interpreter inside the sandbox that can run ipykernel
 
     def wrap(self, argv: list[str]) -> list[str]:

@@ -10,13 +10,25 @@ one filesystem view and one process tree. Killing pid 1 ends everything inside.
 
 Run as root, every process of the sandbox first drops to an unprivileged host uid
 (setpriv), so a read-only bind is not the only thing between the agent and the host.
-bwrap is run without --dev and without --uid: either would make it nest a second user
-namespace, which processes joining later could not use.
+The root is read-only (--remount-ro /), and the sandbox may not create user namespaces of
+its own (--disable-userns: no private tmpfs of unbounded size, less kernel surface). That
+flag makes bwrap nest the sandbox's pid 1 in a second user namespace; joining processes
+enter the outer one, which owns the other namespaces, through an fd (NS_GET_PARENT).
+
+Host directories, and who may write them (the server may run as root: it must never
+follow a path the sandbox controls):
+  <private>/                not mounted: bwrap.log, kernel logs (opened by the server)
+  <private>/passwd, group   read-only /etc/passwd, /etc/group
+  <private>/ctl/            read-only: kernel connection files
+  <private>/run/            kernel sockets, same absolute path inside; as root it belongs to
+                            root and each kernel gets a subdirectory the sandbox may write
+                            only until its sockets are bound (see runtime/kernel.py)
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import json
 import logging
@@ -25,7 +37,11 @@ import shutil
 import signal
 from pathlib import Path
 
-from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap
+NS_GET_PARENT = 0xB702  # ioctl: the parent of a user namespace, as a new fd
+USERNS_FD = 3  # where joining processes find the sandbox's outer user namespace
+
+from prorl_gym.runtime.process import DEFAULT_SIGNALS, exits_by_itself, kill_session, reap
+from prorl_gym.sandbox.limits import prlimit_prefix, ulimit_command
 from prorl_gym.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -63,28 +79,6 @@ def unprivileged_prefix(spec: SandboxSpec) -> list[str]:
     return ["setpriv", "--no-new-privs", "--"]
 
 
-def prlimit_prefix(spec: SandboxSpec) -> list[str]:
-    limits = spec.limits
-    values = {
-        "cpu": limits.cpu_time_s, "as": limits.memory_bytes, "nproc": limits.processes,
-        "fsize": limits.file_size_bytes, "nofile": limits.open_files,
-    }  # fmt: skip
-    flags = [f"--{name}={value}" for name, value in values.items() if value is not None]
-    return ["prlimit", *flags, "--"] if flags else []
-
-
-def ulimit_command(spec: SandboxSpec) -> str:
-    """The same limits as prlimit_prefix, as a bash builtin (hard and soft: they cannot be raised)."""
-    limits = spec.limits
-    values = {
-        "t": limits.cpu_time_s, "v": limits.memory_bytes and limits.memory_bytes // 1024,
-        "u": limits.processes, "f": limits.file_size_bytes and limits.file_size_bytes // 1024,
-        "n": limits.open_files,
-    }  # fmt: skip
-    flags = " ".join(f"-{flag} {value}" for flag, value in values.items() if value is not None)
-    return f"ulimit -HS {flags}" if flags else ""
-
-
 def python_dirs(python: str) -> list[str]:
     """Directories the interpreter needs inside: its venv and, if outside /usr, its base install."""
     exe = Path(python)
@@ -102,7 +96,10 @@ def python_dirs(python: str) -> list[str]:
 
 def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int) -> list[str]:
     """The bwrap command line of a sandbox's holder (pure: unit-tested). pid 1 reports on fd 3."""
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--as-pid-1", "--info-fd", str(info_fd), "--hostname", "sandbox"]
+    argv = [
+        bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--as-pid-1",
+        "--info-fd", str(info_fd), "--hostname", "sandbox",
+    ]  # fmt: skip
     if spec.network:
         argv.append("--share-net")
     if spec.rootfs:
@@ -127,13 +124,14 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int) -
     argv += ["--size", str(64 << 20), "--tmpfs", "/dev/shm"]
     argv += ["--size", str(spec.limits.tmp_bytes), "--tmpfs", "/tmp"]  # before binds below /tmp
     argv += ["--size", str(spec.limits.workspace_bytes), "--tmpfs", spec.workspace]
-    run_dir = str(private_dir / "run")
+    control_dir, run_dir = str(private_dir / "ctl"), str(private_dir / "run")
+    argv += ["--ro-bind", control_dir, control_dir]  # kernel connection files
     argv += ["--bind", run_dir, run_dir]  # kernel sockets: same absolute path inside and out
     for path in python_dirs(spec.kernel_python):
         argv += ["--ro-bind", path, path]
     for bind in spec.binds:
         argv += ["--bind" if bind.writable else "--ro-bind", bind.src, bind.dst or bind.src]
-    argv += ["--chdir", spec.workspace, "--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]
+    argv += ["--remount-ro", "/", "--chdir", spec.workspace, "--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]
     return argv + ["--", "/bin/sh", "-c", HOLDER]
 
 
@@ -143,11 +141,17 @@ class BwrapPlacement:
         self.private_dir = private_dir
         self.workspace = spec.workspace
         self.socket_dir = private_dir / "run"
+        self.control_dir = private_dir / "ctl"
+        self.log_dir = private_dir
         self.python = spec.kernel_python
+        # Who the sandbox's processes are on the host, if not us (then the kernel's socket
+        # directory can be taken back from them once the sockets are bound).
+        self.sandbox_uid = spec.host_uid if os.geteuid() == 0 and spec.host_uid != 0 else None
         self._spec = spec
         self._bwrap = bwrap
         self.holder_pid = -1  # the bwrap process, our child
         self.init_pid = -1  # pid 1 of the sandbox, as the host sees it
+        self._userns_fd = -1
         self._nsenter: list[str] = []
         self._closed = False
 
@@ -155,27 +159,33 @@ class BwrapPlacement:
     def pids(self) -> list[int]:
         return [pid for pid in (self.holder_pid, self.init_pid) if pid > 0]
 
+    @property
+    def spawn_fds(self) -> dict[int, int]:
+        """Descriptors a joining process needs: child fd -> ours. Passed to it alone, so no
+        sandbox ever holds another sandbox's namespace."""
+        return {USERNS_FD: self._userns_fd}
+
     async def start(self) -> None:
         spec = self._spec
-        uid = spec.host_uid if os.geteuid() == 0 else os.getuid()
-        self.socket_dir.mkdir(parents=True, exist_ok=True)
+        uid = self.sandbox_uid if self.sandbox_uid is not None else os.getuid()
+        for directory in (self.socket_dir, self.control_dir):
+            directory.mkdir(parents=True, exist_ok=True)
+            os.chmod(directory, 0o755)  # owned by us: the sandbox reads, never writes
         # Host users other than the agent are unmapped inside and show as 65534 ("nobody").
         (self.private_dir / "passwd").write_text(
             f"agent:x:{uid}:{uid}:agent:{spec.workspace}:/bin/bash\nnobody:x:65534:65534:host users:/:/bin/false\n"
         )
         (self.private_dir / "group").write_text(f"agent:x:{uid}:\nnogroup:x:65534:\n")
-        if os.geteuid() == 0:
-            os.chown(self.socket_dir, uid, uid)
         info_r, info_w = _pipe(inheritable=True)  # bwrap writes the child pid here
         ready_r, ready_w = _pipe(inheritable=False)  # becomes fd 3 of the child
         argv = unprivileged_prefix(spec) + bwrap_argv(self._bwrap, spec, self.private_dir, info_w)
-        log_path = str(self.private_dir / "bwrap.log")
+        log_path = str(self.log_dir / "bwrap.log")
         try:
             self.holder_pid = os.posix_spawnp(
                 argv[0], argv, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
                 file_actions=[
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_OPEN, 1, log_path, os.O_WRONLY | os.O_CREAT, 0o600),
+                    (os.POSIX_SPAWN_OPEN, 1, log_path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600),
                     (os.POSIX_SPAWN_DUP2, 1, 2),
                     (os.POSIX_SPAWN_DUP2, ready_w, 3),  # sh takes single-digit fds only
                 ],
@@ -188,27 +198,29 @@ class BwrapPlacement:
         try:
             async with asyncio.timeout(spec.start_timeout_s):
                 info = json.loads(await _read_until(info_r, _is_json))
+                self.init_pid = info["child-pid"]  # known now: close() can end the sandbox from here on
                 await _read_until(ready_r, lambda data: data == b"ready")
-        except (TimeoutError, ValueError) as exc:
+            self._userns_fd = _outer_user_namespace(self.init_pid)
+        except (TimeoutError, ValueError, OSError) as exc:
             detail = Path(log_path).read_text(errors="replace")[-1000:] if Path(log_path).exists() else ""
             await self.close()
             raise IsolationUnavailable(f"bubblewrap did not start the sandbox: {exc!r} {detail}") from exc
         finally:
             os.close(info_r)
             os.close(ready_r)
-        self.init_pid = info["child-pid"]
         self._nsenter = [
-            "nsenter", "-t", str(self.init_pid), "-U", "-m", "-p", "-n", "-i", "-u", "-C", "-r", "-w",
-            "--preserve-credentials", "--",
+            "nsenter", f"--user=/proc/self/fd/{USERNS_FD}", "-t", str(self.init_pid),
+            "-m", "-p", "-n", "-i", "-u", "-C", "-r", "-w", "--preserve-credentials", "--",
         ]  # fmt: skip
 
     def wrap(self, argv: list[str]) -> list[str]:
-        return unprivileged_prefix(self._spec) + prlimit_prefix(self._spec) + self._nsenter + list(argv)
+        return unprivileged_prefix(self._spec) + prlimit_prefix(self._spec.limits) + self._nsenter + list(argv)
 
     def wrap_shell(self, argv: list[str]) -> tuple[list[str], str]:
         """A shell joins without prlimit (one exec less on every sandbox start): its first
-        command applies the limits itself with `ulimit`, before the agent's first command."""
-        return unprivileged_prefix(self._spec) + self._nsenter + list(argv), ulimit_command(self._spec)
+        command applies the limits itself with `ulimit`, and closes the namespace fd."""
+        init = " && ".join(filter(None, [f"exec {USERNS_FD}>&-", ulimit_command(self._spec.limits)]))
+        return unprivileged_prefix(self._spec) + self._nsenter + list(argv), init
 
     def environment(self) -> dict[str, str]:
         venv_bin = str(Path(self.python).parent)
@@ -230,14 +242,34 @@ class BwrapPlacement:
         if self._closed:
             return
         self._closed = True
-        for pid in (self.init_pid, self.holder_pid):
-            if pid > 0:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        await reap(self.holder_pid)
+        if self.init_pid > 0:
+            try:  # bwrap then reaps it and exits: nothing is orphaned to the host's init
+                os.kill(self.init_pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        elif self.holder_pid > 0:  # pid 1 never reported: end whatever bwrap started
+            await asyncio.to_thread(kill_session, self.holder_pid)
+        if self.holder_pid > 0 and not await exits_by_itself(self.holder_pid, 2.0):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.holder_pid, signal.SIGKILL)
+            await reap(self.holder_pid)
+        if self._userns_fd >= 0:
+            os.close(self._userns_fd)
+            self._userns_fd = -1
         await asyncio.to_thread(shutil.rmtree, self.private_dir, True)
+
+
+def _outer_user_namespace(init_pid: int) -> int:
+    """An fd of the user namespace that owns the sandbox's other namespaces (close-on-exec)."""
+    inner = os.open(f"/proc/{init_pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        outer = fcntl.ioctl(inner, NS_GET_PARENT)
+    finally:
+        os.close(inner)
+    try:  # above the fds a child is given (0-4): a dup2 onto itself would keep close-on-exec
+        return fcntl.fcntl(outer, fcntl.F_DUPFD_CLOEXEC, 10)
+    finally:
+        os.close(outer)
 
 
 def _pipe(inheritable: bool) -> tuple[int, int]:

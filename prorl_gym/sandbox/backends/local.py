@@ -35,6 +35,10 @@ class UnisolatedPlacement:
         self.private_dir = private_dir
         self.workspace = str(private_dir / "workspace")
         self.socket_dir = private_dir / "run"
+        self.control_dir = private_dir / "run"
+        self.log_dir = private_dir
+        self.sandbox_uid: int | None = None  # the server's own user: nothing to take back
+        self.spawn_fds: dict[int, int] = {}
         self.python = spec.kernel_python
         self._spec = spec
         self._closed = False
