@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
-import re
 import secrets
 import shlex
 import signal
@@ -266,14 +265,14 @@ class PtyShell:
     def _reset_call_state(self) -> None:
         self._capture = BoundedOutput()
         self._holdback = bytearray()
-        self._marker: re.Pattern[bytes] | None = None
+        self._marker: bytes | None = None
         self._done: asyncio.Future[int] | None = None
         self._eof = False
 
     def _begin(self, nonce: str, output_limit: int) -> None:
         self._capture = BoundedOutput(limit=output_limit)
         self._holdback = bytearray()
-        self._marker = re.compile(MARKER_SEP + nonce.encode() + rb":(\d+)" + MARKER_SEP)
+        self._marker = MARKER_SEP + nonce.encode() + b":"  # then the exit status digits, then MARKER_SEP
         self._done = asyncio.get_running_loop().create_future()
 
     async def _wait(self, timeout: float) -> int:
@@ -298,10 +297,10 @@ class PtyShell:
         if self._done is None or self._done.done():
             return  # output between calls (a background job): dropped, like a closed terminal
         self._holdback += data
-        match = self._marker.search(self._holdback) if self._marker else None
-        if match:
-            exit_code = int(match.group(1))  # read before clearing: the match views the buffer
-            self._capture.append(bytes(self._holdback[: match.start()]))
+        found = _find_marker(self._holdback, self._marker) if self._marker else None
+        if found:
+            start, exit_code = found
+            self._capture.append(bytes(self._holdback[:start]))
             self._holdback.clear()
             self._done.set_result(exit_code)
         elif len(self._holdback) > _HOLDBACK:
@@ -325,6 +324,24 @@ class PtyShell:
                     loop.remove_writer(self._fd)
             except OSError as exc:
                 raise ShellError(f"shell input closed: {exc}") from exc
+
+
+def _find_marker(buffer: bytearray, prefix: bytes) -> tuple[int, int] | None:
+    """(offset, exit status) of `<prefix><digits><MARKER_SEP>` in buffer, if complete.
+
+    A plain find, not a regex: the nonce is fresh every call, so a pattern would be
+    compiled every call."""
+    start = buffer.find(prefix)
+    while start >= 0:
+        digits_at = start + len(prefix)
+        end = buffer.find(MARKER_SEP, digits_at)
+        if end < 0:
+            return None  # the rest of the marker has not arrived yet
+        digits = bytes(buffer[digits_at:end])
+        if digits.isdigit():
+            return start, int(digits)
+        start = buffer.find(prefix, start + 1)
+    return None
 
 
 def _ps1(nonce: str) -> str:

@@ -17,8 +17,10 @@ enter the outer one, which owns the other namespaces, through an fd (NS_GET_PARE
 
 Host directories, and who may write them (the server may run as root: it must never
 follow a path the sandbox controls):
+  <root>/.etc-<digest>/     read-only /etc, shared by all sandboxes: copies of the few host
+                            files programs need, plus passwd/group (one bind instead of a
+                            dozen: mounts are most of a sandbox's start-up cost)
   <private>/                not mounted: bwrap.log, kernel logs (opened by the server)
-  <private>/passwd, group   read-only /etc/passwd, /etc/group
   <private>/ctl/            read-only: kernel connection files
   <private>/run/            kernel sockets, same absolute path inside; as root it belongs to
                             root and each kernel gets a subdirectory the sandbox may write
@@ -30,11 +32,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
+import hashlib
 import json
 import logging
 import os
 import shutil
 import signal
+import tempfile
 from pathlib import Path
 
 NS_GET_PARENT = 0xB702  # ioctl: the parent of a user namespace, as a new fd
@@ -94,7 +99,47 @@ def python_dirs(python: str) -> list[str]:
     return [d for d in dict.fromkeys(dirs) if not d.startswith("/usr")]
 
 
-def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int) -> list[str]:
+def sandbox_uid_for(spec: SandboxSpec) -> int:
+    """The uid of the sandbox's processes, on the host and inside (the same: no remapping)."""
+    return spec.host_uid if os.geteuid() == 0 and spec.host_uid != 0 else os.getuid()
+
+
+def shared_etc(spec: SandboxSpec) -> Path:
+    """The read-only /etc of this root's sandboxes (see the module docstring)."""
+    return _shared_etc(spec.root_dir, sandbox_uid_for(spec), spec.workspace, spec.network)
+
+
+@functools.lru_cache(maxsize=16)
+def _shared_etc(root_dir: str, uid: int, workspace: str, network: bool) -> Path:
+    """Built once per content (digest of the host files it copies, the uid, the network
+    switch) and per process; atomic, so servers sharing a root can race."""
+    names = [n for n in ETC_FILES + (ETC_NETWORK_FILES if network else ()) if os.path.lexists(f"/etc/{n}")]
+    stamp = [(n, os.lstat(f"/etc/{n}").st_mtime_ns, os.lstat(f"/etc/{n}").st_size) for n in names]
+    digest = hashlib.sha256(repr((stamp, uid, workspace)).encode()).hexdigest()[:16]
+    target = Path(root_dir) / f".etc-{digest}"
+    if target.is_dir():
+        return target
+    building = Path(tempfile.mkdtemp(prefix=".etc-build-", dir=root_dir))
+    for name in names:
+        src, dst = Path("/etc", name), building / name
+        if src.is_dir() and not src.is_symlink():
+            shutil.copytree(src, dst, symlinks=True)
+        else:
+            shutil.copy2(src, dst, follow_symlinks=False)
+    # Host users other than the agent are unmapped inside and show as 65534 ("nobody").
+    (building / "passwd").write_text(
+        f"agent:x:{uid}:{uid}:agent:{workspace}:/bin/bash\nnobody:x:65534:65534:host users:/:/bin/false\n"
+    )
+    (building / "group").write_text(f"agent:x:{uid}:\nnogroup:x:65534:\n")
+    os.chmod(building, 0o755)
+    try:
+        building.rename(target)
+    except OSError:  # another server built it first
+        shutil.rmtree(building, ignore_errors=True)
+    return target
+
+
+def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int, etc_dir: Path) -> list[str]:
     """The bwrap command line of a sandbox's holder (pure: unit-tested). pid 1 reports on fd 3."""
     argv = [
         bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--as-pid-1",
@@ -111,10 +156,9 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int) -
                 argv += ["--symlink", os.readlink(top), top]
             elif os.path.isdir(top):
                 argv += ["--ro-bind", top, top]
-        for name in ETC_FILES + (ETC_NETWORK_FILES if spec.network else ()):
-            if os.path.exists(f"/etc/{name}"):
-                argv += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    argv += ["--ro-bind", str(private_dir / "passwd"), "/etc/passwd", "--ro-bind", str(private_dir / "group"), "/etc/group"]
+        argv += ["--ro-bind", str(etc_dir), "/etc"]
+    if spec.rootfs:  # the image's own /etc, with our user in it
+        argv += ["--ro-bind", str(etc_dir / "passwd"), "/etc/passwd", "--ro-bind", str(etc_dir / "group"), "/etc/group"]
     argv += ["--proc", "/proc"]
     for device in DEVICES:  # individual nodes: --dev would mount devpts and nest a user namespace
         argv += ["--dev-bind", f"/dev/{device}", f"/dev/{device}"]
@@ -146,7 +190,7 @@ class BwrapPlacement:
         self.python = spec.kernel_python
         # Who the sandbox's processes are on the host, if not us (then the kernel's socket
         # directory can be taken back from them once the sockets are bound).
-        self.sandbox_uid = spec.host_uid if os.geteuid() == 0 and spec.host_uid != 0 else None
+        self.sandbox_uid = sandbox_uid_for(spec) if os.geteuid() == 0 and spec.host_uid != 0 else None
         self._spec = spec
         self._bwrap = bwrap
         self.holder_pid = -1  # the bwrap process, our child
@@ -167,18 +211,13 @@ class BwrapPlacement:
 
     async def start(self) -> None:
         spec = self._spec
-        uid = self.sandbox_uid if self.sandbox_uid is not None else os.getuid()
         for directory in (self.socket_dir, self.control_dir):
             directory.mkdir(parents=True, exist_ok=True)
             os.chmod(directory, 0o755)  # owned by us: the sandbox reads, never writes
-        # Host users other than the agent are unmapped inside and show as 65534 ("nobody").
-        (self.private_dir / "passwd").write_text(
-            f"agent:x:{uid}:{uid}:agent:{spec.workspace}:/bin/bash\nnobody:x:65534:65534:host users:/:/bin/false\n"
-        )
-        (self.private_dir / "group").write_text(f"agent:x:{uid}:\nnogroup:x:65534:\n")
+        etc_dir = await asyncio.to_thread(shared_etc, spec)
         info_r, info_w = _pipe(inheritable=True)  # bwrap writes the child pid here
         ready_r, ready_w = _pipe(inheritable=False)  # becomes fd 3 of the child
-        argv = unprivileged_prefix(spec) + bwrap_argv(self._bwrap, spec, self.private_dir, info_w)
+        argv = unprivileged_prefix(spec) + bwrap_argv(self._bwrap, spec, self.private_dir, info_w, etc_dir)
         log_path = str(self.log_dir / "bwrap.log")
         try:
             self.holder_pid = os.posix_spawnp(
