@@ -200,8 +200,8 @@ def module_root():
     deadline = time.monotonic() + 10
     while (left := _leftovers(root)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    # .leases/ is the root's lease directory: it may stay, but must hold no lease of ours.
-    entries = sorted(name for name in os.listdir(root) if name != ".leases")
+    # .leases/ and .etc-*/ are the root's shared directories: they may stay, but no lease of ours may.
+    entries = sorted(name for name in os.listdir(root) if name != ".leases" and not name.startswith(".etc-"))
     leases = Path(root) / ".leases"
     entries += [f".leases/{path.name}" for path in sorted(leases.iterdir())] if leases.is_dir() else []
     for pid in left:  # ours: clean up so a failure here does not leak into other tests
