@@ -114,6 +114,10 @@ class SandboxResourcesServer(SimpleResourcesServer):
 
     # ------------------------------------------------------------------ hooks for subclasses
 
+    def sandbox_spec(self, row: SeedSessionRequest) -> SandboxSpec:
+        """The sandbox this task needs (e.g. its repository bound in, its image). Default: the config's."""
+        return self.config.sandbox
+
     async def stage_task(self, sandbox: Sandbox, row: SeedSessionRequest) -> None:
         """INIT: put the task into the fresh sandbox (files, repositories). Default: nothing."""
 
@@ -126,7 +130,7 @@ class SandboxResourcesServer(SimpleResourcesServer):
     async def seed_session(self, request: Request, body: SeedSessionRequest):
         session_id = request.session[SESSION_ID_KEY]
         try:
-            sandbox = await self._sessions.create(session_id)
+            sandbox = await self._sessions.create(session_id, self.sandbox_spec(body))
             await self.stage_task(sandbox, body)
         except SandboxError as exc:
             await self._sessions.release(session_id)

@@ -51,10 +51,16 @@ class SandboxSessions:
         self._last_used.clear()
         await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
 
-    async def create(self, session_id: str) -> Sandbox:
-        """A fresh sandbox for this session (a stale one from a retried seed is closed first)."""
+    async def create(self, session_id: str, spec: SandboxSpec | None = None) -> Sandbox:
+        """A fresh sandbox for this session (a stale one from a retried seed is closed first).
+
+        `spec`: this task's own (e.g. with its repository bound in); the warm pool only
+        serves the server's default spec."""
         await self.release(session_id)
-        sandbox = await (self.pool.acquire() if self.pool else create_sandbox(self.spec))
+        if spec is not None and spec != self.spec:
+            sandbox = await create_sandbox(spec)
+        else:
+            sandbox = await (self.pool.acquire() if self.pool else create_sandbox(self.spec))
         self._sandboxes[session_id] = sandbox
         self._last_used[session_id] = time.monotonic()
         return sandbox

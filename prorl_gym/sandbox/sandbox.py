@@ -51,6 +51,7 @@ class Sandbox:
         self._kernel: IPythonKernel | None = None
         self._lazy_start = asyncio.Lock()  # the kernel and the file shell start on first use
         self.files = SandboxFiles(self._file_shell, placement.workspace)
+        self.edit_history: dict[str, list[str | None]] = {}  # the editor tool's undo stack, per file
         self.closed = False
 
     def _new_shell(self, output_limit: int) -> PtyShell:
@@ -74,6 +75,9 @@ class Sandbox:
         except ShellError as exc:
             await self.close()
             raise SandboxStartError(f"sandbox {self.id}: {exc}") from exc
+        except BaseException:  # cancelled mid-start: nothing may be left running
+            await asyncio.shield(self.close())
+            raise
         return self
 
     async def close(self) -> None:
@@ -161,6 +165,10 @@ async def create_sandbox(spec: SandboxSpec | None = None, sandbox_id: str | None
         if isinstance(exc, SandboxError):
             raise
         raise SandboxStartError(f"sandbox {sandbox_id} could not be placed: {exc}") from exc
-    lease = lease_for(sandbox_id, spec.backend, placement, spec.lease_ttl_s)
-    await asyncio.to_thread(write_lease, spec.root_dir, lease)
-    return await Sandbox(spec, placement).start()
+    try:
+        lease = lease_for(sandbox_id, spec.backend, placement, spec.lease_ttl_s)
+        await asyncio.to_thread(write_lease, spec.root_dir, lease)
+    except BaseException:
+        await asyncio.shield(placement.close())
+        raise
+    return await Sandbox(spec, placement).start()  # closes (and drops the lease) on any failure

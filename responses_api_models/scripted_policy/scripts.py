@@ -5,13 +5,15 @@ A script is a list of steps; step k is the assistant's k-th turn. Modes:
   wrong      the same actions, then a wrong answer
   malformed  broken tool calls first (invalid JSON, unknown tool, bad arguments), then the
              correct answer: exercises the agent's recovery path
-Builders are chosen by the row's task_id prefix ("math/...").
+Each environment records its own actions in `resources_servers/<env>/scripted.py`
+(`script(row, mode, tool_calls) -> list[Step]`), chosen by the row's task_id prefix
+("math/..."): one home per environment.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import importlib
 from dataclasses import dataclass, field
 
 MODES = ("gold", "wrong", "malformed")
@@ -31,29 +33,10 @@ def wrong_answer(expected: str) -> str:
     return "0" if expected.strip() not in ("0", "0.0") else "1"
 
 
-def math_script(row: dict, mode: str, tool_calls: int = 1) -> list[Step]:
-    expected = row["expected_answer"]
-    steps = [
-        Step(tool_calls=[call("python", {"code": f"answer = {expected!r}\nprint(answer)"})])
-        for _ in range(tool_calls)
-    ]
-    if mode == "malformed":
-        steps = [
-            Step(tool_calls=[call("python", '{"code": "print(1)"')]),  # invalid JSON
-            Step(tool_calls=[call("calculator", {"expression": "1+1"})]),  # unknown tool
-            Step(tool_calls=[call("python", {"source": "print(1)"})]),  # wrong argument name
-        ]
-    answer = wrong_answer(expected) if mode == "wrong" else expected
-    return steps + [Step(content=f"The answer is \\boxed{{{answer}}}.")]
-
-
-BUILDERS: dict[str, Callable[..., list[Step]]] = {"math": math_script}
-
-
 def build_script(row: dict, mode: str, tool_calls: int = 1) -> list[Step]:
     env = row.get("task_id", "").split("/", 1)[0]
     try:
-        builder = BUILDERS[env]
-    except KeyError:
-        raise ValueError(f"no script builder for task {row.get('task_id')!r}; known envs: {sorted(BUILDERS)}") from None
-    return builder(row, mode, tool_calls=tool_calls)
+        module = importlib.import_module(f"resources_servers.{env}.scripted")
+    except ModuleNotFoundError:
+        raise ValueError(f"no recorded actions for task {row.get('task_id')!r}: resources_servers/{env}/scripted.py") from None
+    return module.script(row, mode, tool_calls=tool_calls)

@@ -244,6 +244,9 @@ class BwrapPlacement:
             detail = Path(log_path).read_text(errors="replace")[-1000:] if Path(log_path).exists() else ""
             await self.close()
             raise IsolationUnavailable(f"bubblewrap did not start the sandbox: {exc!r} {detail}") from exc
+        except BaseException:  # cancelled mid-start: nothing may be left running
+            await asyncio.shield(self.close())
+            raise
         finally:
             os.close(info_r)
             os.close(ready_r)

@@ -1,28 +1,11 @@
-"""Tools the policy can call, as OpenAI function tools, and how each runs in a sandbox.
-
-Each tool is a request model (the function's arguments, validated), a schema derived
-from it, and a handler returning ToolResult: `content` is what the policy reads,
-`metadata` is structured detail for analysis (exit code, timeout, truncation, duration).
-"""
+"""The shell tools: `bash` (persistent pty shell) and `python` (persistent IPython kernel)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
+from pydantic import Field
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from prorl_gym.resources.tools.base import Tool, ToolArgs, ToolResult
 from prorl_gym.sandbox import Sandbox
-
-
-class ToolResult(BaseModel):
-    content: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-
-class ToolArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class BashArgs(ToolArgs):
@@ -31,22 +14,6 @@ class BashArgs(ToolArgs):
 
 class PythonArgs(ToolArgs):
     code: str = Field(description="Python code to run.")
-
-
-@dataclass(frozen=True)
-class Tool:
-    name: str
-    description: str
-    args: type[ToolArgs]
-    run: Callable[[Sandbox, Any], Awaitable[ToolResult]]
-
-    def schema(self) -> dict:
-        """Responses-API function tool (NeMo Gym rows carry this shape)."""
-        params = self.args.model_json_schema()
-        params.pop("title", None)
-        for prop in params.get("properties", {}).values():
-            prop.pop("title", None)
-        return {"type": "function", "name": self.name, "description": self.description, "parameters": params, "strict": True}
 
 
 # bash reports death by signal as 128 + signal; these are the sandbox's limits at work.
@@ -97,5 +64,3 @@ PYTHON = Tool(
     args=PythonArgs,
     run=run_python,
 )
-
-TOOLS: dict[str, Tool] = {tool.name: tool for tool in (BASH, PYTHON)}

@@ -1,0 +1,23 @@
+"""Recorded actions of the math environment for the scripted policy (a stand-in for a GPU model).
+
+gold: compute in Python, then the answer boxed; wrong: the same, then a wrong answer;
+malformed: three broken tool calls (invalid JSON, unknown tool, wrong argument), then the
+right answer.
+"""
+
+from __future__ import annotations
+
+from responses_api_models.scripted_policy.scripts import Step, call, wrong_answer
+
+
+def script(row: dict, mode: str, tool_calls: int = 1) -> list[Step]:
+    expected = row["expected_answer"]
+    steps = [Step(tool_calls=[call("python", {"code": f"answer = {expected!r}\nprint(answer)"})]) for _ in range(tool_calls)]
+    if mode == "malformed":
+        steps = [
+            Step(tool_calls=[call("python", '{"code": "print(1)"')]),  # invalid JSON
+            Step(tool_calls=[call("calculator", {"expression": "1+1"})]),  # unknown tool
+            Step(tool_calls=[call("python", {"source": "print(1)"})]),  # wrong argument name
+        ]
+    answer = wrong_answer(expected) if mode == "wrong" else expected
+    return steps + [Step(content=f"The answer is \\boxed{{{answer}}}.")]
