@@ -71,14 +71,17 @@ class SandboxResourcesServer(SimpleResourcesServer):
     config: SandboxResourcesServerConfig
     _sessions: SandboxSessions = PrivateAttr()
     _verifiers: VerifierPool | None = PrivateAttr(default=None)
+    _tools: list[Tool] = PrivateAttr(default_factory=list)
 
     # ------------------------------------------------------------------ set-up
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()  # session middleware, /seed_session, /verify, /aggregate_metrics
-        unknown = [name for name in self.config.tools if name not in TOOLS]
+        extra = {tool.name: tool for tool in self.extra_tools()}
+        unknown = [name for name in self.config.tools if name not in TOOLS and name not in extra]
         if unknown:
-            raise ValueError(f"unknown tools {unknown}; known: {sorted(TOOLS)}")
+            raise ValueError(f"unknown tools {unknown}; known: {sorted(TOOLS | extra)}")
+        self._tools = [extra.get(name) or TOOLS[name] for name in self.config.tools]
         self._sessions = SandboxSessions(
             self.config.sandbox, idle_ttl_s=self.config.session_idle_ttl_s, pool_size=self.config.warm_pool_size
         )
@@ -86,8 +89,8 @@ class SandboxResourcesServer(SimpleResourcesServer):
             self._verifiers = VerifierPool(self.config.verifier_workers, timeout_s=self.config.verify_timeout_s)
         app.get("/tools")(self.list_tools)
         app.post("/release")(self.release)
-        for name in self.config.tools:
-            app.post(f"/{name}")(self._tool_route(TOOLS[name]))
+        for tool in self._tools:
+            app.post(f"/{tool.name}")(self._tool_route(tool))
 
         inner_lifespan = app.router.lifespan_context
 
@@ -113,6 +116,11 @@ class SandboxResourcesServer(SimpleResourcesServer):
         return self._verifiers
 
     # ------------------------------------------------------------------ hooks for subclasses
+
+    def extra_tools(self) -> list[Tool]:
+        """Tools of this environment beyond the shared ones (e.g. search over its corpus);
+        offered when listed in config `tools`. Their handler gets the session's sandbox."""
+        return []
 
     def sandbox_spec(self, row: SeedSessionRequest) -> SandboxSpec:
         """The sandbox this task needs (e.g. its repository bound in, its image). Default: the config's."""
@@ -142,7 +150,7 @@ class SandboxResourcesServer(SimpleResourcesServer):
         return SeedSessionResponse(sandbox_id=sandbox.id)
 
     async def list_tools(self) -> list[dict]:
-        return [TOOLS[name].schema() for name in self.config.tools]
+        return [tool.schema() for tool in self._tools]
 
     async def release(self, request: Request) -> dict:
         return {"released": await self._sessions.release(request.session[SESSION_ID_KEY])}
