@@ -122,7 +122,7 @@ class SandboxResourcesServer(SimpleResourcesServer):
         offered when listed in config `tools`. Their handler gets the session's sandbox."""
         return []
 
-    def sandbox_spec(self, row: SeedSessionRequest) -> SandboxSpec:
+    async def sandbox_spec(self, row: SeedSessionRequest) -> SandboxSpec:
         """The sandbox this task needs (e.g. its repository bound in, its image). Default: the config's."""
         return self.config.sandbox
 
@@ -138,7 +138,7 @@ class SandboxResourcesServer(SimpleResourcesServer):
     async def seed_session(self, request: Request, body: SeedSessionRequest):
         session_id = request.session[SESSION_ID_KEY]
         try:
-            sandbox = await self._sessions.create(session_id, self.sandbox_spec(body))
+            sandbox = await self._sessions.create(session_id, await self.sandbox_spec(body))
             await self.stage_task(sandbox, body)
         except SandboxError as exc:
             await self._sessions.release(session_id)

@@ -11,9 +11,11 @@ from prorl_gym.sandbox.sandbox import (
     SandboxStartError,
     create_sandbox,
 )
-from prorl_gym.sandbox.spec import SandboxSpec
+from prorl_gym.sandbox.spec import Bind, Limits, SandboxSpec
 
 __all__ = [
+    "Bind",
+    "Limits",
     "EditError",
     "PythonResult",
     "Sandbox",
