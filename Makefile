@@ -58,6 +58,9 @@ bench: setup
 
 data: setup
 	$(PY) data/prepare_math.py
+	$(PY) data/prepare_code.py
+	$(PY) data/prepare_stem.py
+	$(PY) data/prepare_swe.py
 
 clean:
 	rm -rf $(VENV) .venvs results .pytest_cache

@@ -1,11 +1,12 @@
 """`make demo`: real rollouts end to end, then a summary.
 
-Starts the scripted policy (a stand-in for a GPU model), starts the servers with NeMo
-Gym's own `ng_run`, collects rollouts of each environment's example set with
-`ng_collect_rollouts` (several repeats), writes them under results/demo/ and prints a
-summary per environment. Everything started is stopped at the end, also on Ctrl-C.
+Starts the scripted policy (a stand-in for a GPU model) and, with one NeMo Gym `ng_run`,
+the servers of all four task families (configs/all.yaml); collects rollouts of each
+environment's example set with `ng_collect_rollouts` (several repeats), writes them under
+results/demo/ and prints a summary per environment. Everything started is stopped at the
+end, also on Ctrl-C.
 
-    python -m prorl_gym.demo [--repeats 4]
+    python -m prorl_gym.demo [--repeats 4] [--envs math,code,stem,swe]
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ class Environment:
 
 
 ENVIRONMENTS = [
-    Environment("math", "configs/math.yaml", "math_agent", "resources_servers/math/data/example.jsonl"),
+    Environment(name, f"configs/{name}.yaml", f"{name}_agent", f"resources_servers/{name}/data/example.jsonl")
+    for name in ("math", "code", "stem", "swe")
 ]
+ALL_CONFIG = "configs/all.yaml"
 
 
 def read_records(output: Path) -> list[dict]:
@@ -43,47 +46,47 @@ def read_records(output: Path) -> list[dict]:
     return records
 
 
-def summary(env: Environment, records: list[dict], output: Path, seconds: float) -> str:
+def summary(env: Environment, records: list[dict], seconds: float) -> str:
+    """One line: rollouts, mean reward, failures by type, median time per stage, token contiguity."""
     m = rollout_metrics(records)
     failures = {k.removeprefix("failures/"): v for k, v in m.items() if k.startswith("failures/")}
-    stages = "  ".join(
-        f"{stage} {statistics.median(r['timings'][stage + '_s'] for r in records if stage + '_s' in r['timings']):.3f}s"
+    stages = "/".join(
+        f"{statistics.median(r['timings'][f'{stage}_s'] for r in records if f'{stage}_s' in r['timings']):.2f}"
+        if any(f"{stage}_s" in r["timings"] for r in records) else "-"
         for stage in ("init", "run", "eval")
-        if any(stage + "_s" in r["timings"] for r in records)
-    )
+    )  # fmt: skip
     mean = statistics.fmean(r["reward"] for r in records) if records else float("nan")
     contiguous = sum(1 for r in records if r.get("token_ids_contiguous"))
-    return "\n".join([
-        f"[{env.name}] {m['rollouts']} rollouts in {seconds:.1f}s: mean reward {mean:.3f}"
-        f" (valid {m['valid_rollouts']}, failed {m['failed_rollouts']})",
-        f"[{env.name}]   failures by type: {failures or 'none'}",
-        f"[{env.name}]   median time per stage: {stages}",
-        f"[{env.name}]   token ids contiguous (NeMo RL rule): {contiguous}/{len(records)}",
-        f"[{env.name}]   rollouts: {output.relative_to(REPO_ROOT)}",
-    ])  # fmt: skip
+    return (
+        f"[{env.name:>4}] {m['rollouts']:3d} rollouts in {seconds:5.1f}s  mean reward {mean:.3f}  "
+        f"failed {m['failed_rollouts']} {failures or ''}  median init/run/eval {stages} s  "
+        f"token ids contiguous {contiguous}/{len(records)}"
+    )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--envs", default=",".join(env.name for env in ENVIRONMENTS))
     args = parser.parse_args()
+    chosen = [env for env in ENVIRONMENTS if env.name in args.envs.split(",")]
     out_dir = REPO_ROOT / "results" / "demo"
     out_dir.mkdir(parents=True, exist_ok=True)
+    print("starting the scripted policy (stand-in for a GPU model) and ng_run with every environment ...", flush=True)
     lines = []
-    for env in ENVIRONMENTS:
-        print(f"[{env.name}] starting the scripted policy (stand-in for a GPU model) and ng_run ...", flush=True)
-        output = out_dir / f"{env.name}_rollouts.jsonl"
-        try:
-            with Stack([env.config], policy_data=[env.example], log_dir=out_dir / "logs" / env.name) as stack:
-                print(f"[{env.name}] servers ready; collecting rollouts with ng_collect_rollouts ...", flush=True)
+    try:
+        with Stack([ALL_CONFIG], policy_data=[env.example for env in chosen], log_dir=out_dir / "logs") as stack:
+            for env in chosen:
+                print(f"[{env.name}] collecting rollouts with ng_collect_rollouts ...", flush=True)
+                output = out_dir / f"{env.name}_rollouts.jsonl"
                 started = time.perf_counter()
                 stack.collect(env.agent, env.example, output, num_repeats=args.repeats)
-                seconds = time.perf_counter() - started
-        except StackError as exc:
-            print(f"[{env.name}] FAILED: {exc}", file=sys.stderr)
-            return 1
-        lines.append(summary(env, read_records(output), output, seconds))
-    print("\n" + "\n".join(lines))
+                lines.append(summary(env, read_records(output), time.perf_counter() - started))
+                print(lines[-1], flush=True)
+    except StackError as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    print(f"\nsummary (rollouts in {out_dir.relative_to(REPO_ROOT)}/):\n" + "\n".join(lines))
     return 0
 
 

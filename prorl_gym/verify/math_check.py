@@ -33,7 +33,7 @@ def _math_verify(answer: str, expected: str) -> dict[str, Any]:
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse, verify
 
     gold = parse(f"${expected}$", extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()])
-    if not gold:
+    if not gold or all(isinstance(item, str) for item in gold):  # math-verify would fall back to string equality
         raise ValueError(f"expected answer {expected!r} does not parse")
     predicted = parse(f"\\boxed{{{answer}}}")
     correct = bool(predicted) and bool(verify(gold, predicted))
