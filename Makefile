@@ -45,10 +45,10 @@ link-venvs:
 	  mkdir -p .venvs/$$d && ln -sfn $(CURDIR)/$(VENV) .venvs/$$d/.venv; \
 	done
 
-demo: setup
+demo: setup link-venvs
 	$(PY) -m prorl_gym.demo
 
-test: setup
+test: setup link-venvs
 	$(PY) -m pytest -q
 
 BENCHMARKS := tool_latency sandbox_start concurrency

@@ -1,0 +1,121 @@
+"""Code resources server: python, bash and a file editor in a sandbox; answers run against tests.
+
+INIT creates the agent's sandbox; the tests stay on the server (the row), never in it.
+If the row names an `answer_file`, its starter code is staged there. EVAL takes the
+solution (the one fenced ```python block of the final message, or that file, read from
+the agent's sandbox) and runs the tests in a FRESH sandbox with per-test time and memory
+limits and a total budget (prorl_gym/verify/code_check.py). reward 1.0 iff every test
+passed; pass_fraction and per-status counts go with it. A solution that hangs, forks or
+floods fails its tests; a failure of the eval machinery is an eval_error.
+"""
+
+import asyncio
+from typing import Any, Literal
+
+from fastapi import Request
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from prorl_gym.resources.server import (
+    SandboxResourcesServer,
+    SandboxResourcesServerConfig,
+    SandboxVerifyRequest,
+    SeedSessionRequest,
+)
+from prorl_gym.resources.transcript import count_tool_calls, final_assistant_text
+from prorl_gym.sandbox import Sandbox, SandboxError, SandboxFileError, SandboxFileNotFound
+from prorl_gym.verify.code_check import (
+    MAX_SOLUTION_BYTES,
+    CodeLimits,
+    CodeTests,
+    count_tests,
+    extract_code,
+    no_record,
+    run_tests,
+)
+
+
+class CodeEvalConfig(BaseModel):
+    limits: CodeLimits = Field(default_factory=CodeLimits)  # a row's `limits` override these
+    max_concurrent: int = 8  # eval sandboxes at once: more would only make per-test timeouts flaky
+    code_blocks: Literal["one", "last"] = "one"  # several different ```python blocks: no answer, or the last
+
+
+class CodeResourcesServerConfig(SandboxResourcesServerConfig):
+    tools: list[str] = Field(default_factory=lambda: ["python", "bash", "editor"])
+    eval: CodeEvalConfig = Field(default_factory=CodeEvalConfig)
+
+
+class CodeTaskFields(BaseModel):
+    """The row fields the server reads (the rest of the row passes through untouched)."""
+
+    model_config = ConfigDict(extra="allow")
+    tests: CodeTests  # validated at INIT: a row the harness cannot run fails early (422)
+    starter_code: str | None = None
+    answer_file: str | None = None
+    limits: dict[str, Any] | None = None
+
+    @field_validator("limits")
+    @classmethod
+    def _limits_are_valid(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        CodeLimits().merged(value)
+        return value
+
+
+class CodeSeedSessionRequest(CodeTaskFields, SeedSessionRequest):
+    pass
+
+
+class CodeVerifyRequest(CodeTaskFields, SandboxVerifyRequest):
+    pass
+
+
+class CodeResourcesServer(SandboxResourcesServer):
+    config: CodeResourcesServerConfig
+    _eval_slots: asyncio.Semaphore | None = None
+
+    async def seed_session(self, request: Request, body: CodeSeedSessionRequest):
+        return await super().seed_session(request, body)
+
+    async def stage_task(self, sandbox: Sandbox, row: CodeSeedSessionRequest) -> None:
+        if row.answer_file and row.starter_code:
+            await sandbox.write_file(row.answer_file, row.starter_code)
+
+    async def verify(self, request: Request, body: CodeVerifyRequest):
+        return await super().verify(request, body)
+
+    async def evaluate(self, body: CodeVerifyRequest, sandbox: Sandbox | None) -> dict[str, Any]:
+        fields: dict[str, Any] = {"num_tool_calls": count_tool_calls(body.response)}
+        if body.answer_file:
+            solution, problem = await self._read_answer_file(sandbox, body.answer_file)
+        else:
+            solution, problem = extract_code(final_assistant_text(body.response), self.config.eval.code_blocks)
+        fields |= {"answer_problem": problem, "solution_chars": len(solution) if solution else 0}
+        if solution is None:  # nothing to run: every test failed, with the same fields as a run
+            total = count_tests(body.tests)
+            return fields | no_record(total, problem) | {"test_statuses": {"not_run": total}}
+        limits = self.config.eval.limits.merged(body.limits)
+        if self._eval_slots is None:
+            self._eval_slots = asyncio.Semaphore(self.config.eval.max_concurrent)
+        async with self._eval_slots:
+            result = await run_tests(solution, body.tests, await self.sandbox_spec(body), limits)
+        return fields | result
+
+    async def _read_answer_file(self, sandbox: Sandbox | None, path: str) -> tuple[str | None, str | None]:
+        if sandbox is None:  # the session's sandbox is gone (idle timeout, released): nothing to grade
+            raise SandboxError("the agent's sandbox is gone: the answer file cannot be read")
+        try:
+            data = await sandbox.read_bytes(path)
+        except SandboxFileNotFound:
+            return None, "answer_file_missing"
+        except SandboxFileError as exc:
+            if "too large" in str(exc):
+                return None, "solution_too_large"
+            return None, "answer_file_unreadable"
+        if len(data) > MAX_SOLUTION_BYTES:
+            return None, "solution_too_large"
+        text = data.decode(errors="replace")
+        return (text, None) if text.strip() else (None, "empty_answer_file")
+
+
+if __name__ == "__main__":
+    CodeResourcesServer.run_webserver()
