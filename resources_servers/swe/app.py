@@ -1,0 +1,90 @@
+"""SWE resources server: fix a real repository's bug with bash and an editor, then submit.
+
+INIT prepares the task's repository at its base commit (built once from its recipe and
+cached on the host, or a given directory; or the repository inside an image for the
+apptainer backend; see repos.py), binds it read-only into a fresh sandbox and copies it
+into the workspace, so the agent works on its own copy with only the base commit in its
+git history. Tools: bash, editor, submit. EVAL takes the agent's
+diff against the base commit and scores it SWE-bench style in a *fresh* sandbox (the
+agent's own one is never trusted): test files reset, test_patch applied, FAIL_TO_PASS and
+PASS_TO_PASS run (see evaluate.py). Reward 1.0 iff every listed test passes.
+"""
+
+import json
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from pydantic import Field, field_validator
+
+from prorl_gym.resources.server import (
+    SandboxResourcesServer,
+    SandboxResourcesServerConfig,
+    SandboxVerifyRequest,
+    SeedSessionRequest,
+)
+from prorl_gym.resources.transcript import count_tool_calls
+from prorl_gym.sandbox import Sandbox, SandboxSpec
+from prorl_gym.verify.pool import VerifierError
+from resources_servers.swe.evaluate import agent_diff, evaluate_patch
+from resources_servers.swe.repos import RepoPrepError, prepare_repo, repo_env, stage_repo, task_spec
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class SweResourcesServerConfig(SandboxResourcesServerConfig):
+    tools: list[str] = Field(default_factory=lambda: ["bash", "editor", "submit"])
+    repo_cache_dir: str = "data/swe/cache"  # relative to the repository root
+    eval_timeout_s: float = 600.0
+
+
+class SweTask(SeedSessionRequest):
+    instance_id: str
+    base_commit: str
+    FAIL_TO_PASS: list[str]
+    PASS_TO_PASS: list[str] = Field(default_factory=list)
+    test_patch: str = ""
+    environment: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
+    @classmethod
+    def _json_list(cls, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value  # SWE-bench stores them as JSON strings
+
+
+class SweVerifyRequest(SandboxVerifyRequest, SweTask):
+    pass
+
+
+class SweResourcesServer(SandboxResourcesServer):
+    config: SweResourcesServerConfig
+
+    @property
+    def cache_dir(self) -> Path:
+        return REPO_ROOT / self.config.repo_cache_dir
+
+    async def seed_session(self, request: Request, body: SweTask):
+        return await super().seed_session(request, body)
+
+    async def verify(self, request: Request, body: SweVerifyRequest):
+        return await super().verify(request, body)
+
+    async def sandbox_spec(self, row: SweTask) -> SandboxSpec:
+        return task_spec(self.config.sandbox, row, await prepare_repo(row, self.cache_dir))
+
+    async def stage_task(self, sandbox: Sandbox, row: SweTask) -> None:
+        await stage_repo(sandbox, row)
+
+    async def evaluate(self, body: SweVerifyRequest, sandbox: Sandbox | None) -> dict[str, Any]:
+        try:
+            repo_path = repo_env(body, self.config.sandbox.workspace).repo_path
+            patch = await agent_diff(sandbox, body.base_commit, repo_path) if sandbox is not None else ""
+            repo_dir = await prepare_repo(body, self.cache_dir)
+        except RepoPrepError as exc:  # the task's repository cannot be built: the eval machinery failed
+            raise VerifierError(str(exc)) from exc
+        result = await evaluate_patch(body, patch, self.config.sandbox, repo_dir, self.config.eval_timeout_s)
+        return result | {"num_tool_calls": count_tool_calls(body.response)}
+
+
+if __name__ == "__main__":
+    SweResourcesServer.run_webserver()

@@ -1,0 +1,33 @@
+"""The SWE task's prompt and row shape: one home, used by the data script and tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SYSTEM_PROMPT = (
+    "You are a software engineer fixing an issue in a Python repository. The repository is checked out at "
+    "{repo_path} (your working directory) at its base commit, with git. Tools: `bash` runs shell commands "
+    "(persistent session; no network), `editor` views and edits files, `submit` ends the task. Work like "
+    "this: read the issue, find the relevant code, reproduce the problem (e.g. with a small script or "
+    "`python -m pytest -q <test file or id>`), fix it with a minimal change to the non-test source files, "
+    "and run the relevant tests again. Changes to test files and test configuration are discarded before "
+    "grading; your change is graded by the project's own tests. Call `submit` when you are done: what is "
+    "graded is the state of the repository at that moment (its diff against the base commit)."
+)
+USER_TEMPLATE = "Resolve the following issue in the repository at {repo_path}.\n\n<issue>\n{problem_statement}\n</issue>"
+# The SWE-bench / SWE-Gym fields a row carries, in this order (the rest is ours).
+TASK_FIELDS = (
+    "instance_id", "repo", "version", "base_commit", "problem_statement", "hints_text",
+    "FAIL_TO_PASS", "PASS_TO_PASS", "patch", "test_patch", "environment",
+)  # fmt: skip
+
+
+def build_row(task: dict[str, Any], repo_path: str = "/workspace") -> dict[str, Any]:
+    """A dataset row from a SWE task in the SWE-bench schema (plus `environment`)."""
+    messages = [
+        {"role": "system", "content": SYSTEM_PROMPT.format(repo_path=repo_path)},
+        {"role": "user", "content": USER_TEMPLATE.format(repo_path=repo_path, problem_statement=task["problem_statement"].strip())},
+    ]
+    row: dict[str, Any] = {"responses_create_params": {"input": messages}, "task_id": f"swe/{task['instance_id']}"}
+    row |= {key: task[key] for key in TASK_FIELDS if key in task}
+    return row | {key: value for key, value in task.items() if key not in row}

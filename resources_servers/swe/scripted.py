@@ -1,0 +1,35 @@
+"""Recorded actions of the SWE environment for the scripted policy (a stand-in for a GPU model).
+
+gold: run a failing test, apply the gold patch, run the tests again, submit.
+wrong: run a failing test, submit without changing anything (an empty patch scores 0).
+malformed: broken tool calls first (invalid JSON, unknown tool, wrong argument), then gold.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from responses_api_models.scripted_policy.scripts import Step, call
+
+
+def _pytest(row: dict) -> str:
+    tests = " ".join(shlex.quote(t) for t in row["FAIL_TO_PASS"][:3])
+    return f"cd /workspace && python -m pytest -q -p no:cacheprovider -o addopts= {tests} 2>&1 | tail -15"
+
+
+def script(row: dict, mode: str, tool_calls: int = 1) -> list[Step]:
+    look = Step(content="Let me reproduce the failure first.", tool_calls=[call("bash", {"command": _pytest(row)})])
+    if mode == "wrong":
+        return [look, Step(tool_calls=[call("submit", {"note": "no change"})])]
+    fix = Step(
+        content="Applying the fix.",
+        tool_calls=[call("bash", {"command": f"cd /workspace && git apply <<'PRORL_PATCH'\n{row['patch']}PRORL_PATCH"})],
+    )
+    steps = [look, fix, Step(tool_calls=[call("bash", {"command": _pytest(row)})]), Step(tool_calls=[call("submit", {})])]
+    if mode == "malformed":
+        steps = [
+            Step(tool_calls=[call("bash", '{"command": "ls"')]),  # invalid JSON
+            Step(tool_calls=[call("grep", {"pattern": "def"})]),  # unknown tool
+            Step(tool_calls=[call("editor", {"command": "view"})]),  # missing argument
+        ] + steps
+    return steps
