@@ -37,12 +37,18 @@ def session_members(sid: int) -> list[int]:
     return pids
 
 
-def kill_session(sid: int) -> None:
-    for pid in session_members(sid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+def kill_session(sid: int, passes: int = 50) -> None:
+    """SIGKILL every process of session `sid`, scanning again until none is left: a process
+    may fork between a scan and its kill, and its child is only seen by the next scan."""
+    for _ in range(passes):
+        members = session_members(sid)
+        if not members:
+            return
+        for pid in members:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def _try_reap(pid: int) -> int | None | type[_Gone]:
