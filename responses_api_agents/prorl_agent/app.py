@@ -17,7 +17,8 @@ import json
 import logging
 import time
 import traceback
-from typing import Any
+from contextlib import nullcontext
+from typing import Any, Literal
 
 from fastapi import Request
 from nemo_gym.base_resources_server import BaseRunRequest
@@ -25,7 +26,7 @@ from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, Body,
 from nemo_gym.config_types import ModelServerRef, ResourcesServerRef
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.server_utils import get_response_json
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
 from prorl_gym.pipeline.failures import Failure, FailureType, RolloutFailure, Stage
 from prorl_gym.pipeline.metrics import rollout_metrics
@@ -49,6 +50,9 @@ class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
     run_timeout_s: float = 3600.0
     eval_timeout_s: float = 600.0
     release_timeout_s: float = 30.0
+    # coupled: max_run_workers workers each do INIT+RUN+EVAL of one rollout in turn (the
+    # design staged pipelines replace; kept as the baseline of benchmarks/pipeline_overlap).
+    pipeline: Literal["staged", "coupled"] = "staged"
 
 
 class ProRLRunRequest(BaseRunRequest):
@@ -58,15 +62,17 @@ class ProRLRunRequest(BaseRunRequest):
 class ProRLAgent(SimpleResponsesAPIAgent):
     config: ProRLAgentConfig
     _pools: dict[Stage, StagePool] = PrivateAttr()
+    _coupled: asyncio.Semaphore | None = PrivateAttr(default=None)
     _tools: list[dict] | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any) -> None:
         c = self.config
-        self._pools = {
-            Stage.INIT: StagePool(Stage.INIT, c.max_init_workers, c.init_timeout_s),
-            Stage.RUN: StagePool(Stage.RUN, c.max_run_workers, c.run_timeout_s),
-            Stage.EVAL: StagePool(Stage.EVAL, c.max_eval_workers, c.eval_timeout_s),
-        }
+        workers = {Stage.INIT: c.max_init_workers, Stage.RUN: c.max_run_workers, Stage.EVAL: c.max_eval_workers}
+        if c.pipeline == "coupled":  # one slot per rollout, for all three stages
+            self._coupled = asyncio.Semaphore(c.max_run_workers)
+            workers = dict.fromkeys(workers, 1 << 20)
+        timeouts = {Stage.INIT: c.init_timeout_s, Stage.RUN: c.run_timeout_s, Stage.EVAL: c.eval_timeout_s}
+        self._pools = {stage: StagePool(stage, workers[stage], timeouts[stage]) for stage in Stage}
         return super().model_post_init(context)
 
     def setup_webserver(self):
@@ -80,20 +86,29 @@ class ProRLAgent(SimpleResponsesAPIAgent):
     # ------------------------------------------------------------------ /run: the pipeline
 
     async def run(self, request: Request, body: ProRLRunRequest) -> dict:
-        row = body.model_dump()
-        cookies = dict(request.cookies)
-        timings: dict[str, float] = {}
+        return await self.rollout(body.model_dump(), dict(request.cookies))
+
+    async def rollout(self, row: dict, cookies: dict | None = None) -> dict:
+        """One rollout through INIT -> RUN -> EVAL; the record, whatever happened."""
         started = time.perf_counter()
+        async with self._coupled or nullcontext():
+            timings = {"coupled_queue_s": time.perf_counter() - started} if self._coupled else {}
+            return await self._rollout(row, dict(cookies or {}), timings, started)
+
+    async def _rollout(self, row: dict, cookies: dict, timings: dict[str, float], started: float) -> dict:
         stage, loop, verified, failure = Stage.INIT, None, None, None
         try:
+            params = ProRLRunRequest.model_validate(row).responses_create_params
             tools = await self._pools[Stage.INIT].run(lambda: self._init(row, cookies), timings)
             stage = Stage.RUN
-            loop = self._new_loop(body.responses_create_params, tools, cookies)
+            loop = self._new_loop(params, tools, cookies)
             stop_reason = await self._pools[Stage.RUN].run(loop.run, timings)
             stage = Stage.EVAL
             verified = await self._pools[Stage.EVAL].run(lambda: self._eval(row, loop, cookies, stop_reason), timings)
         except RolloutFailure as exc:
             failure = exc.failure
+        except ValidationError as exc:  # a row without usable responses_create_params
+            failure = Failure(stage=Stage.INIT, type=FailureType.INIT_ERROR, message=f"malformed row: {exc}")
         except asyncio.CancelledError:
             failure = Failure(stage=stage, type=FailureType.CANCELLED, message="rollout cancelled")
             raise

@@ -87,3 +87,35 @@ def test_run_stage_timeout_is_typed_and_releases(fake):
 def test_stats_report_each_stage(fake):
     stats = agent_client(fake, max_run_workers=3).get("/stats").json()
     assert stats["run"] == {"workers": 3, "waiting": 0, "in_flight": 0}
+
+
+def test_coupled_pipeline_gives_each_rollout_one_slot_for_all_stages(fake):
+    async def slow_verify(body):
+        await asyncio.sleep(0.3)
+        return body | {"reward": 1.0, "failure": None}
+
+    fake.route("env", "/verify", slow_verify)
+    agent = build_server(
+        ProRLAgent, "agent", server_client=fake, pipeline="coupled", max_run_workers=1,
+        resources_server={"type": "resources_servers", "name": "env"},
+        model_server={"type": "responses_api_models", "name": "model"},
+    )  # fmt: skip
+
+    async def two():
+        return await asyncio.gather(agent.rollout(ROW), agent.rollout(ROW))
+
+    first, second = asyncio.run(two())
+    assert first["reward"] == second["reward"] == 1.0
+    # the second rollout could not start its INIT before the first finished its EVAL
+    assert sorted(r["timings"]["coupled_queue_s"] > 0.25 for r in (first, second)) == [False, True]
+    assert max(first["timings"]["init_queue_s"], second["timings"]["init_queue_s"]) < 0.01
+
+
+def test_a_malformed_row_is_an_init_error(fake):
+    agent = build_server(
+        ProRLAgent, "agent", server_client=fake,
+        resources_server={"type": "resources_servers", "name": "env"},
+        model_server={"type": "responses_api_models", "name": "model"},
+    )  # fmt: skip
+    record = asyncio.run(agent.rollout({"no": "params"}))
+    assert record["failure"]["type"] == "init_error" and "malformed row" in record["failure"]["message"]
