@@ -15,26 +15,24 @@ from prorl_gym.testing import build_server
 @pytest.fixture
 def sandbox_root():
     """A per-test sandbox root the unprivileged sandbox uid can reach (pytest's tmp dirs are 0700)."""
-    root = tempfile.mkdtemp(prefix="prorl-test-", dir="/tmp")
-    os.chmod(root, 0o711)
+    root = _traversable_root()
     yield root
     shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture
-def serve(sandbox_root):
-    """serve(ServerClass, name, **config) -> a TestClient on the server's app, lifespan running.
-
-    Sandboxes of the server live under the test's sandbox_root.
-    """
-    clients = []
+def _server_factory(make_root):
+    """serve(ServerClass, name, **config) -> a TestClient on the server's app, lifespan running;
+    its sandboxes live under a root the sandbox uid can reach. Yields the factory, then
+    closes every server and checks that no sandbox directory was left behind."""
+    clients, roots = [], []
 
     def _serve(server_cls, name, **config):
         if "sandbox" in server_cls.model_fields["config"].annotation.model_fields:
             config.setdefault("sandbox", {})
-            config["sandbox"].setdefault("root_dir", sandbox_root)
-        server = build_server(server_cls, name, **config)
-        client = TestClient(server.setup_webserver())
+            if "root_dir" not in config["sandbox"]:
+                roots.append(make_root())
+                config["sandbox"]["root_dir"] = roots[-1]
+        client = TestClient(build_server(server_cls, name, **config).setup_webserver())
         client.__enter__()
         clients.append(client)
         return client
@@ -42,3 +40,26 @@ def serve(sandbox_root):
     yield _serve
     for client in clients:
         client.__exit__(None, None, None)
+    for root in roots:
+        left = [p for p in os.listdir(root) if not p.startswith(".")]
+        shutil.rmtree(root, ignore_errors=True)
+        assert not left, f"sandbox directories left behind: {left}"
+
+
+def _traversable_root() -> str:
+    root = tempfile.mkdtemp(prefix="prorl-test-", dir="/tmp")
+    os.chmod(root, 0o711)
+    return root
+
+
+@pytest.fixture
+def serve():
+    """A server per test (see _server_factory)."""
+    yield from _server_factory(_traversable_root)
+
+
+@pytest.fixture(scope="module")
+def serve_once():
+    """A server per test module: starting one (verifier workers, kernel zygote, indexes)
+    costs seconds; tests seed their own sessions, so they share no state through it."""
+    yield from _server_factory(_traversable_root)

@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 
+from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox import Sandbox, SandboxSpec, create_sandbox
 from prorl_gym.sandbox.leases import reap_stale
+from prorl_gym.sandbox.owner import owner_id
 from prorl_gym.sandbox.pool import SandboxPool
 
 log = logging.getLogger(__name__)
@@ -28,7 +31,8 @@ class SandboxSessions:
     def __init__(self, spec: SandboxSpec, idle_ttl_s: float = 3600.0, pool_size: int = 0):
         self.spec = spec
         self.idle_ttl_s = idle_ttl_s
-        self.pool = SandboxPool(spec, pool_size) if pool_size else None
+        self.zygote = kernel_zygote_for(spec)
+        self.pool = SandboxPool(spec, pool_size, zygote=self.zygote) if pool_size else None
         self._sandboxes: dict[str, Sandbox] = {}
         self._last_used: dict[str, float] = {}
         self._sweeper: asyncio.Task | None = None
@@ -37,7 +41,10 @@ class SandboxSessions:
         return len(self._sandboxes)
 
     async def start(self) -> None:
+        Path(self.spec.root_dir).mkdir(parents=True, exist_ok=True)
         await reap_stale(self.spec.root_dir)
+        if self.zygote:
+            await self.zygote.start()
         if self.pool:
             await self.pool.start(wait=False)
         self._sweeper = asyncio.create_task(self._sweep_forever())
@@ -47,6 +54,8 @@ class SandboxSessions:
             self._sweeper.cancel()
         if self.pool:
             await self.pool.close()
+        if self.zygote:
+            await self.zygote.close()
         sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
         self._last_used.clear()
         await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
@@ -58,9 +67,10 @@ class SandboxSessions:
         serves the server's default spec."""
         await self.release(session_id)
         if spec is not None and spec != self.spec:
-            sandbox = await create_sandbox(spec)
+            same_python = spec.kernel_python == self.spec.kernel_python and spec.host_uid == self.spec.host_uid
+            sandbox = await create_sandbox(spec, zygote=self.zygote if same_python else None)
         else:
-            sandbox = await (self.pool.acquire() if self.pool else create_sandbox(self.spec))
+            sandbox = await (self.pool.acquire() if self.pool else create_sandbox(self.spec, zygote=self.zygote))
         self._sandboxes[session_id] = sandbox
         self._last_used[session_id] = time.monotonic()
         return sandbox
@@ -95,3 +105,14 @@ class SandboxSessions:
                 log.warning("closing sandbox of session %s: idle for more than %.0fs", sid, self.idle_ttl_s)
                 await self.release(sid)
             await reap_stale(self.spec.root_dir)
+
+
+def kernel_zygote_for(spec: SandboxSpec) -> KernelZygote | None:
+    """The kernel zygote for this server's sandboxes (local backend), started with the sessions."""
+    if not spec.kernel_zygote or spec.backend != "local":
+        return None
+    from prorl_gym.sandbox.backends.bwrap import unprivileged_prefix
+
+    prefix = unprivileged_prefix(spec) if spec.isolation == "required" else []
+    log = f"{spec.root_dir}/.zygote-{owner_id()}.log"
+    return KernelZygote(spec.kernel_python, prefix, {"PATH": "/usr/local/bin:/usr/bin:/bin"}, log)

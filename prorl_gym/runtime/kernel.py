@@ -34,7 +34,8 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from pydantic import BaseModel
 
 from prorl_gym.runtime.output import BoundedOutput
-from prorl_gym.runtime.process import DEFAULT_SIGNALS, exits_by_itself, reap, signal_group
+from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap, signal_group
+from prorl_gym.runtime.zygote import KernelZygote, ZygoteError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
@@ -62,6 +63,8 @@ class KernelHost(Protocol):
     workspace: str
     sandbox_uid: int | None  # the sandbox's host uid, if it is not ours
     spawn_fds: dict[int, int]
+    init_pid: int | None  # pid 1 of the sandbox's namespaces, for a zygote to join
+    rlimits: dict[str, int | list[int]]
 
     def wrap(self, argv: list[str]) -> list[str]: ...
 
@@ -100,8 +103,10 @@ class IPythonKernel:
         output_limit: int = 16 * 1024,
         start_timeout_s: float = 30.0,
         interrupt_grace_s: float = 2.0,
+        zygote: KernelZygote | None = None,
     ):
         self._host = host
+        self._zygote = zygote  # fork a pre-imported interpreter instead of starting one (~12x less CPU)
         self.output_limit = output_limit
         self.start_timeout_s = start_timeout_s
         self.interrupt_grace_s = interrupt_grace_s
@@ -129,26 +134,13 @@ class IPythonKernel:
         conn_file = host.control_dir / f"kernel-{token}.json"
         _write_new(conn_file, json.dumps(info).encode(), 0o644)
         log = str(host.log_dir / f"kernel-{token}.log")
-        argv = host.wrap([
-            host.python, "-c", LAUNCHER, "-f", str(conn_file), "--HistoryManager.enabled=False", "--quiet",
-        ])  # fmt: skip
+        args = ["-f", str(conn_file), "--HistoryManager.enabled=False", "--quiet"]
         ready_r, ready_w = os.pipe()
         try:
-            self.pid = os.posix_spawnp(
-                argv[0], argv, host.environment(),
-                file_actions=[
-                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600),
-                    (os.POSIX_SPAWN_DUP2, 1, 2),
-                    (os.POSIX_SPAWN_DUP2, ready_w, READY_FD),
-                    *((os.POSIX_SPAWN_DUP2, ours, theirs) for theirs, ours in host.spawn_fds.items()),
-                ],
-                setsid=True,
-                setsigdef=DEFAULT_SIGNALS,
-            )  # fmt: skip
-        except OSError as exc:
+            self.pid = await (self._fork(host, log, ready_w, args) if self._zygote else self._spawn(host, log, ready_w, args))
+        except (OSError, ZygoteError) as exc:
             os.close(ready_r)
-            raise KernelError(f"could not start kernel {argv[:3]}: {exc}") from exc
+            raise KernelError(f"could not start a kernel: {exc}") from exc
         finally:
             os.close(ready_w)
         self._watch_exit()
@@ -181,6 +173,31 @@ class IPythonKernel:
             raise KernelError(f"kernel did not become ready: {exc!r}\n{detail}") from exc
         finally:
             os.close(ready_r)
+
+    async def _spawn(self, host: KernelHost, log: str, ready_w: int, args: list[str]) -> int:
+        argv = host.wrap([host.python, "-c", LAUNCHER, *args])
+        return os.posix_spawnp(
+            argv[0], argv, host.environment(),
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600),
+                (os.POSIX_SPAWN_DUP2, 1, 2),
+                (os.POSIX_SPAWN_DUP2, ready_w, READY_FD),
+                *((os.POSIX_SPAWN_DUP2, ours, theirs) for theirs, ours in host.spawn_fds.items()),
+            ],
+            setsid=True,
+            setsigdef=DEFAULT_SIGNALS,
+        )  # fmt: skip
+
+    async def _fork(self, host: KernelHost, log: str, ready_w: int, args: list[str]) -> int:
+        log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        try:
+            fds = [log_fd, ready_w, *host.spawn_fds.values()]
+            return await self._zygote.spawn(
+                init_pid=host.init_pid, fds=fds, env=host.environment(), cwd=host.workspace, argv=args, rlimits=host.rlimits
+            )
+        finally:
+            os.close(log_fd)
 
     async def _bound(self, ready_fd: int) -> None:
         """Until the launcher reports its sockets bound (or the kernel dies)."""
@@ -221,7 +238,11 @@ class IPythonKernel:
     def _watch_exit(self) -> None:
         loop = asyncio.get_running_loop()
         self._exited = loop.create_future()
-        self._pidfd = os.pidfd_open(self.pid)
+        try:
+            self._pidfd = os.pidfd_open(self.pid)
+        except ProcessLookupError:  # gone already (a forked kernel is collected by the zygote)
+            self._exited.set_result(None)
+            return
 
         def on_exit() -> None:
             loop.remove_reader(self._pidfd)
@@ -235,16 +256,27 @@ class IPythonKernel:
         if self._client is not None:
             self._client.stop_channels()
             self._client = None
-        if self.pid > 0 and exit_wait_s and await exits_by_itself(self.pid, exit_wait_s):
+        if self.pid > 0 and exit_wait_s and await self._exits_within(exit_wait_s):
             self.pid = -1
         if self.pid > 0:
             signal_group(self.pid, signal.SIGKILL)
-            await reap(self.pid)
+            await self._exits_within(5.0)
             self.pid = -1
         if self._pidfd >= 0:
             asyncio.get_running_loop().remove_reader(self._pidfd)
             os.close(self._pidfd)
             self._pidfd = -1
+
+    async def _exits_within(self, timeout: float) -> bool:
+        """Wait on the pidfd (a kernel forked by the zygote is not our child), then collect
+        it if it is ours."""
+        if self._exited is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._exited), timeout)
+            except TimeoutError:
+                return False
+        await reap(self.pid, timeout=0.5)  # no-op for a process that is not our child
+        return True
 
     async def execute(self, code: str, timeout: float) -> PythonResult:
         """Run `code`; errors come back as a traceback, a hang as timed_out, never as a raise."""

@@ -8,6 +8,7 @@ from prorl_gym.sandbox.sandbox import (
     Sandbox,
     SandboxClosedError,
     SandboxError,
+    SandboxKernelError,
     SandboxStartError,
     create_sandbox,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "SandboxError",
     "SandboxFileError",
     "SandboxFileNotFound",
+    "SandboxKernelError",
     "SandboxSpec",
     "SandboxStartError",
     "ShellResult",

@@ -13,14 +13,23 @@ from prorl_gym.sandbox.spec import Limits
 CPU_HARD_GRACE_S = 5
 
 
-def prlimit_prefix(limits: Limits) -> list[str]:
-    values = {
-        "as": limits.memory_bytes, "nproc": limits.processes,
-        "fsize": limits.file_size_bytes, "nofile": limits.open_files,
+def rlimits(limits: Limits) -> dict[str, int | list[int]]:
+    """prlimit's names -> value, or [soft, hard] where they differ."""
+    values: dict[str, int | list[int]] = {
+        name: value
+        for name, value in (
+            ("as", limits.memory_bytes), ("nproc", limits.processes),
+            ("fsize", limits.file_size_bytes), ("nofile", limits.open_files),
+        )
+        if value is not None
     }  # fmt: skip
-    flags = [f"--{name}={value}" for name, value in values.items() if value is not None]
     if limits.cpu_time_s is not None:
-        flags.append(f"--cpu={limits.cpu_time_s}:{limits.cpu_time_s + CPU_HARD_GRACE_S}")
+        values["cpu"] = [limits.cpu_time_s, limits.cpu_time_s + CPU_HARD_GRACE_S]
+    return values
+
+
+def prlimit_prefix(limits: Limits) -> list[str]:
+    flags = [f"--{name}={':'.join(map(str, v)) if isinstance(v, list) else v}" for name, v in rlimits(limits).items()]
     return ["prlimit", *flags, "--"] if flags else []
 
 

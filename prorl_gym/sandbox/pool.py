@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 
+from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox.sandbox import Sandbox, SandboxError, create_sandbox
 from prorl_gym.sandbox.spec import SandboxSpec
 
@@ -18,8 +19,9 @@ log = logging.getLogger(__name__)
 
 
 class SandboxPool:
-    def __init__(self, spec: SandboxSpec, size: int, max_parallel_starts: int = 4):
+    def __init__(self, spec: SandboxSpec, size: int, max_parallel_starts: int = 4, zygote: KernelZygote | None = None):
         self.spec = spec
+        self._zygote = zygote
         self.size = size
         self._ready: asyncio.Queue[Sandbox] = asyncio.Queue()
         self._starting = 0
@@ -46,7 +48,7 @@ class SandboxPool:
         except asyncio.QueueEmpty:
             sandbox = None
         self._refill()
-        return sandbox if sandbox is not None else await create_sandbox(self.spec)
+        return sandbox if sandbox is not None else await create_sandbox(self.spec, zygote=self._zygote)
 
     def _refill(self) -> None:
         while not self._closed and self._ready.qsize() + self._starting < self.size:
@@ -58,7 +60,7 @@ class SandboxPool:
     async def _start_one(self) -> None:
         try:
             async with self._start_slots:
-                sandbox = await create_sandbox(self.spec)
+                sandbox = await create_sandbox(self.spec, zygote=self._zygote)
         except SandboxError:
             log.exception("warm pool: a sandbox failed to start")
             return

@@ -17,6 +17,7 @@ from pathlib import Path
 from prorl_gym.runtime.files import SandboxFiles
 from prorl_gym.runtime.kernel import IPythonKernel, KernelError, PythonResult
 from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
+from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox.backends.base import Placement, get_backend
 from prorl_gym.sandbox.leases import lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
@@ -42,9 +43,10 @@ class SandboxKernelError(SandboxError):
 
 
 class Sandbox:
-    def __init__(self, spec: SandboxSpec, placement: Placement):
+    def __init__(self, spec: SandboxSpec, placement: Placement, zygote: KernelZygote | None = None):
         self.spec = spec
         self.placement = placement
+        self._zygote = zygote
         self.id = placement.sandbox_id
         self._shell = self._new_shell(spec.output_limit_bytes)
         self._file_shell = self._new_shell(spec.output_limit_bytes)
@@ -120,6 +122,7 @@ class Sandbox:
                     output_limit=self.spec.output_limit_bytes,
                     start_timeout_s=self.spec.start_timeout_s,
                     interrupt_grace_s=max(self.spec.interrupt_grace_s, 1.0),
+                    zygote=self._zygote if self.placement.init_pid is not None or self.spec.isolation == "none" else None,
                 )
         try:
             return await self._kernel.execute(code, timeout or self.spec.python_timeout_s)
@@ -155,8 +158,12 @@ class Sandbox:
         await asyncio.to_thread(Path(local_path).write_bytes, data)
 
 
-async def create_sandbox(spec: SandboxSpec | None = None, sandbox_id: str | None = None) -> Sandbox:
-    """Place and start a sandbox; on any failure nothing is left behind."""
+async def create_sandbox(
+    spec: SandboxSpec | None = None, sandbox_id: str | None = None, zygote: KernelZygote | None = None
+) -> Sandbox:
+    """Place and start a sandbox; on any failure nothing is left behind.
+
+    zygote: forks the sandbox's Python kernel from a pre-imported interpreter (local backend)."""
     spec = spec or SandboxSpec()
     sandbox_id = sandbox_id or secrets.token_hex(6)
     try:
@@ -171,4 +178,4 @@ async def create_sandbox(spec: SandboxSpec | None = None, sandbox_id: str | None
     except BaseException:
         await asyncio.shield(placement.close())
         raise
-    return await Sandbox(spec, placement).start()  # closes (and drops the lease) on any failure
+    return await Sandbox(spec, placement, zygote).start()  # closes (and drops the lease) on any failure

@@ -79,3 +79,6 @@ class SandboxSpec(BaseModel):
     interrupt_grace_s: float = 1.0
     start_timeout_s: float = 30.0
     kernel_python: str = Field(default_factory=default_python, description="Interpreter inside the sandbox with ipykernel.")
+    # local backend: fork Python kernels from one pre-imported interpreter per server (~130 CPU-ms
+    # instead of ~600 per kernel); each sandbox still gets a fresh kernel of its own.
+    kernel_zygote: bool = True

@@ -228,6 +228,8 @@ class ApptainerPlacement:
         self.log_dir = private_dir  # not mounted: the sandbox cannot plant a link here
         self.sandbox_uid: int | None = None  # the sandbox runs as the server's user (never as root)
         self.spawn_fds: dict[int, int] = {}
+        self.init_pid: int | None = None  # kernels join through `apptainer exec`, not a zygote
+        self.rlimits: dict[str, int | list[int]] = {}
         self.python = spec.kernel_python
         self.instance = instance_name(sandbox_id)  # recorded in the lease, for the reaper
         self.pids: list[int] = []  # nothing of ours to signal: stopping the instance ends it all

@@ -46,7 +46,7 @@ NS_GET_PARENT = 0xB702  # ioctl: the parent of a user namespace, as a new fd
 USERNS_FD = 3  # where joining processes find the sandbox's outer user namespace
 
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, exits_by_itself, kill_session, reap
-from prorl_gym.sandbox.limits import prlimit_prefix, ulimit_command
+from prorl_gym.sandbox.limits import prlimit_prefix, rlimits, ulimit_command
 from prorl_gym.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -202,6 +202,10 @@ class BwrapPlacement:
     @property
     def pids(self) -> list[int]:
         return [pid for pid in (self.holder_pid, self.init_pid) if pid > 0]
+
+    @property
+    def rlimits(self) -> dict[str, int | list[int]]:
+        return rlimits(self._spec.limits)
 
     @property
     def spawn_fds(self) -> dict[int, int]:

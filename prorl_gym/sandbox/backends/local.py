@@ -39,6 +39,8 @@ class UnisolatedPlacement:
         self.log_dir = private_dir
         self.sandbox_uid: int | None = None  # the server's own user: nothing to take back
         self.spawn_fds: dict[int, int] = {}
+        self.init_pid: int | None = None  # no namespaces to join
+        self.rlimits: dict[str, int | list[int]] = {}  # no isolation, no limits
         self.python = spec.kernel_python
         self._spec = spec
         self._closed = False

@@ -13,9 +13,9 @@ FILE_ROW = next(row for row in EXAMPLE if row.get("answer_file"))
 EVAL = {"limits": {"per_test_timeout_s": 3, "total_timeout_s": 30}}
 
 
-@pytest.fixture
-def client(serve):
-    return serve(CodeResourcesServer, "code", domain="coding", eval=EVAL)
+@pytest.fixture(scope="module")
+def client(serve_once):
+    return serve_once(CodeResourcesServer, "code", domain="coding", eval=EVAL)
 
 
 def answer(code: str) -> str:

@@ -9,9 +9,9 @@ from resources_servers.math.app import MathResourcesServer
 EXAMPLE = [json.loads(line) for line in (Path(__file__).resolve().parents[1] / "data" / "example.jsonl").open()]
 
 
-@pytest.fixture
-def client(serve):
-    return serve(MathResourcesServer, "math", verifier_workers=1, domain="math")
+@pytest.fixture(scope="module")
+def client(serve_once):
+    return serve_once(MathResourcesServer, "math", verifier_workers=1, domain="math")
 
 
 def verify(client, row, text):

@@ -11,9 +11,9 @@ from resources_servers.swe.app import SweResourcesServer
 EXAMPLE = [json.loads(line) for line in (Path(__file__).resolve().parents[1] / "data" / "example.jsonl").open()]
 
 
-@pytest.fixture
-def client(serve):
-    return serve(SweResourcesServer, "swe", domain="coding")
+@pytest.fixture(scope="module")
+def client(serve_once):
+    return serve_once(SweResourcesServer, "swe", domain="coding")
 
 
 def verify(client, row):

@@ -1,0 +1,95 @@
+"""Client side of the kernel zygote (see zygote_main.py): start it, ask it for kernels.
+
+One zygote per resources server (per sandbox Python and uid), shared by its sandboxes.
+Requests are serialised (the zygote forks one kernel at a time, in ~1 ms); each returns
+the host pid of a kernel already inside the asked-for sandbox. Explicit lifecycle:
+`start()` / `close()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+from pathlib import Path
+
+from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap, signal_group
+
+ZYGOTE_MAIN = Path(__file__).with_name("zygote_main.py")
+CHILD_FD = 3
+
+
+class ZygoteError(RuntimeError):
+    pass
+
+
+class KernelZygote:
+    def __init__(self, python: str, prefix: list[str], env: dict[str, str], log_path: str, start_timeout_s: float = 60.0):
+        self._python = python
+        self._prefix = prefix  # e.g. setpriv: the zygote runs as the sandbox uid, never root
+        self._env = env
+        self._log_path = log_path
+        self._start_timeout_s = start_timeout_s
+        self._channel: socket.socket | None = None
+        self._lock = asyncio.Lock()
+        self.pid = -1
+
+    async def start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv = [*self._prefix, self._python, "-I", str(ZYGOTE_MAIN), str(CHILD_FD)]
+        try:
+            self.pid = os.posix_spawnp(
+                argv[0], argv, self._env,
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, self._log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600),
+                    (os.POSIX_SPAWN_DUP2, 1, 2),
+                    (os.POSIX_SPAWN_DUP2, theirs.fileno(), CHILD_FD),
+                ],
+                setsid=True,
+                setsigdef=DEFAULT_SIGNALS,
+            )  # fmt: skip
+        finally:
+            theirs.close()
+        ours.setblocking(False)
+        self._channel = ours
+        try:
+            ready = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(ours, 4096), self._start_timeout_s)
+        except TimeoutError:
+            ready = b""
+        if not ready:
+            await self.close()
+            raise ZygoteError(f"the kernel zygote did not start; see {self._log_path}")
+
+    async def spawn(self, *, init_pid: int | None, fds: list[int], env: dict[str, str], cwd: str,
+                    argv: list[str], rlimits: dict[str, int | list[int]]) -> int:  # fmt: skip
+        """A kernel in the sandbox whose pid 1 is init_pid (None: no namespaces to join).
+
+        fds: [log, ready] or [log, ready, user namespace]. Returns the kernel's host pid."""
+        if self._channel is None:
+            raise ZygoteError("the kernel zygote is not running")
+        request = json.dumps({"init_pid": init_pid, "env": env, "cwd": cwd, "argv": argv, "rlimits": rlimits})
+        loop = asyncio.get_running_loop()
+        async with self._lock:
+            try:
+                socket.send_fds(self._channel, [request.encode()], fds)  # small: the buffer takes it at once
+                reply = await loop.sock_recv(self._channel, 4096)
+            except OSError as exc:
+                raise ZygoteError(f"the kernel zygote is gone: {exc}") from exc
+        if not reply:
+            raise ZygoteError("the kernel zygote exited")
+        result = json.loads(reply)
+        if "pid" not in result:
+            raise ZygoteError(f"the kernel zygote could not start a kernel: {result.get('error')}")
+        return int(result["pid"])
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()  # the zygote exits when its end closes
+            self._channel = None
+        if self.pid > 0:
+            if await reap(self.pid, timeout=2.0) is None:
+                signal_group(self.pid, 9)
+                await reap(self.pid)
+            self.pid = -1

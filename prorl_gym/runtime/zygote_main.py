@@ -1,0 +1,139 @@
+"""The kernel zygote: a pre-imported interpreter that forks one IPython kernel per request.
+
+Run by the *sandbox's* Python (`python -I zygote_main.py <fd>`), as the sandbox uid. A fresh
+kernel costs ~0.7 CPU-s (imports); a forked one ~0.06. Standalone on purpose (stdlib and
+the sandbox's own packages only): the sandbox's Python cannot import prorl_gym.
+
+Per request (JSON on a SOCK_SEQPACKET socket, fds by SCM_RIGHTS: log, ready[, userns]):
+fork an intermediate that joins the sandbox's namespaces (user first, by fd; mount last,
+which also moves its root and cwd into the sandbox), forks the kernel there (the pid
+namespace applies to children), reports the kernel's host pid and exits. The kernel starts
+its own session, keeps only its log and ready fds, takes the sandbox's rlimits and
+environment, binds its sockets and writes "bound" to the ready fd. No user code ever runs
+outside the sandbox, and nothing secret passes through the zygote (the connection key is
+read by the kernel itself from the connection file).
+"""
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import socket
+import sys
+
+os.environ.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")  # no threads to fork
+os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
+
+import ipykernel.comm  # noqa: E402,F401 - everything below: imported once here, not per kernel
+import ipykernel.debugger  # noqa: E402,F401 - pulls debugpy: most of a kernel's start-up
+import ipykernel.ipkernel  # noqa: E402,F401
+import ipykernel.zmqshell  # noqa: E402,F401
+import IPython.core.completer  # noqa: E402,F401
+from ipykernel.kernelapp import IPKernelApp  # noqa: E402
+
+PRELOAD = ("numpy", "sympy", "scipy")
+NAMESPACES = (("ipc", 0x08000000), ("uts", 0x04000000), ("net", 0x40000000), ("cgroup", 0x02000000),
+              ("pid", 0x20000000), ("mnt", 0x00020000))  # fmt: skip
+CLONE_NEWUSER = 0x10000000
+PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 38, 36
+RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "nproc": resource.RLIMIT_NPROC,
+           "fsize": resource.RLIMIT_FSIZE, "nofile": resource.RLIMIT_NOFILE}  # fmt: skip
+libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        raise OSError(ctypes.get_errno(), f"{what}: {os.strerror(ctypes.get_errno())}")
+
+
+def _reap(*_) -> None:
+    """Orphaned kernels are re-parented to us (subreaper): collect them."""
+    while True:
+        try:
+            pid, _status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _join(init_pid: int, userns_fd: int) -> None:
+    ns_fds = [(os.open(f"/proc/{init_pid}/ns/{name}", os.O_RDONLY), flag) for name, flag in NAMESPACES]
+    _check(libc.setns(userns_fd, CLONE_NEWUSER), "setns user")  # first: it grants the rights for the rest
+    for fd, flag in ns_fds:
+        _check(libc.setns(fd, flag), f"setns {flag:#x}")
+        os.close(fd)
+
+
+def _kernel(req: dict, log_fd: int, ready_fd: int) -> None:
+    """In the sandbox: become the kernel. Never returns."""
+    os.setsid()
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.dup2(ready_fd, 3)
+    os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[0])  # nothing of the zygote's stays open
+    for name, value in req["rlimits"].items():
+        soft, hard = value if isinstance(value, list) else (value, value)
+        resource.setrlimit(RLIMITS[name], (soft, hard))
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    os.chdir(req["cwd"])
+    os.environ.clear()
+    os.environ.update(req["env"])
+    app = IPKernelApp.instance()
+    app.initialize(req["argv"])
+    os.write(3, b"bound")
+    os.close(3)
+    app.start()
+    os._exit(0)
+
+
+def _spawn(req: dict, fds: list[int], report_w: int) -> None:
+    """The intermediate: join the sandbox, fork the kernel there, report its pid. Never returns."""
+    try:
+        log_fd, ready_fd, *userns = fds
+        if req.get("init_pid"):
+            _join(req["init_pid"], userns[0])
+        pid = os.fork()
+        if pid == 0:
+            _kernel(req, log_fd, ready_fd)
+        os.write(report_w, json.dumps({"pid": pid}).encode())
+        os._exit(0)
+    except BaseException as exc:  # noqa: BLE001 - reported to the server as a start failure
+        os.write(report_w, json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode())
+        os._exit(1)
+
+
+def main() -> None:
+    channel = socket.socket(fileno=int(sys.argv[1]))
+    for module in PRELOAD:
+        try:
+            __import__(module)
+        except ImportError:
+            pass
+    _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")
+    signal.signal(signal.SIGCHLD, _reap)
+    channel.send(b'{"ready": true}')
+    while True:
+        try:
+            message, fds, _flags, _addr = socket.recv_fds(channel, 1 << 20, 4)
+        except InterruptedError:
+            continue
+        if not message:
+            return  # the server closed its end: we are done
+        report_r, report_w = os.pipe()
+        if os.fork() == 0:
+            os.close(report_r)
+            _spawn(json.loads(message), fds, report_w)
+        os.close(report_w)
+        for fd in fds:
+            os.close(fd)
+        with os.fdopen(report_r, "rb") as report:
+            channel.send(report.read() or b'{"error": "the spawner died"}')
+
+
+if __name__ == "__main__":
+    main()

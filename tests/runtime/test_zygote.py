@@ -1,0 +1,79 @@
+"""Kernels forked by the zygote: inside their sandbox, contained, fresh per sandbox."""
+
+import asyncio
+
+import pytest
+
+from prorl_gym.resources.sessions import kernel_zygote_for
+from prorl_gym.sandbox import SandboxKernelError, create_sandbox
+
+
+@pytest.fixture
+async def zygote(sandbox_spec):
+    zygote = kernel_zygote_for(sandbox_spec)
+    await zygote.start()
+    try:
+        yield zygote
+    finally:
+        await zygote.close()
+
+
+@pytest.fixture
+async def sandboxes(sandbox_spec, zygote):
+    made = []
+
+    async def make():
+        made.append(await create_sandbox(sandbox_spec, zygote=zygote))
+        return made[-1]
+
+    yield make
+    await asyncio.gather(*(sb.close() for sb in made))
+
+
+async def test_forked_kernel_runs_inside_its_sandbox(sandboxes):
+    sb = await sandboxes()
+    await sb.bash("echo from-bash > /workspace/here.txt")
+    code = (
+        "import os, pathlib, resource\n"
+        "print(os.getcwd(), open('here.txt').read().strip(), pathlib.Path('/work/main/pyproject.toml').exists())\n"
+        "print(sorted(k for k in os.environ if k.startswith(('PRORL', 'VIRTUAL_ENV', 'PYTHONPATH'))))\n"
+        "print(open('/proc/self/status').read().split('NoNewPrivs:')[1].split()[0], resource.getrlimit(resource.RLIMIT_NPROC)[0])"
+    )
+    result = await sb.python(code)
+    assert result.output == f"/workspace from-bash False\n[]\n1 {sb.spec.limits.processes}\n", result.output
+    kernels = (await sb.bash("ps -eo args | grep -c '[z]ygote_main'")).output.strip()
+    assert kernels == "1"  # the forked kernel (it keeps the zygote's command line) is a process of this sandbox
+
+
+async def test_each_sandbox_gets_a_fresh_kernel(sandboxes):
+    a, b = await sandboxes(), await sandboxes()
+    await a.python("secret = 42")
+    assert (await b.python("secret")).error["ename"] == "NameError"
+    assert (await a.python("secret + 1")).output == "43\n"
+
+
+async def test_timeouts_and_deaths_behave_as_with_a_started_kernel(sandboxes):
+    sb = await sandboxes()
+    assert (await sb.python("import time\nwhile True: time.sleep(0.01)", timeout=0.5)).timed_out
+    died = await sb.python("import os; os._exit(1)")
+    assert died.kernel_restarted
+    assert (await sb.python("1 + 1")).output == "2\n"
+
+
+async def test_close_leaves_no_kernel(sandboxes):
+    sb = await sandboxes()
+    await sb.python("1")
+    pid = sb._kernel.pid
+    await sb.close()
+    await asyncio.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        import os
+
+        os.kill(pid, 0)
+
+
+async def test_a_dead_zygote_is_a_typed_sandbox_error(sandboxes, zygote):
+    sb = await sandboxes()
+    await zygote.close()
+    with pytest.raises(SandboxKernelError, match="zygote"):
+        await sb.python("1")
