@@ -1,6 +1,8 @@
 # make demo  - set up .venv, run math rollouts end to end through ng_run, print a summary
 # make test  - set up .venv, run the test suite (offline)
 # make bench - set up .venv, run the benchmarks (JSON lines under results/bench/)
+# make eval ENV=math [SPLIT=validation] [REPEATS=4] [LIMIT=N] [POLICY=http://host:8000/v1 MODEL=name]
+#            - evaluate one environment over a split (default policy: scripted gold), report under results/eval/
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -51,7 +53,16 @@ demo: setup link-venvs
 test: setup link-venvs
 	$(PY) -m pytest -q
 
-BENCHMARKS := tool_latency sandbox_start concurrency
+SPLIT ?= validation
+REPEATS ?= 4
+POLICY ?= scripted
+.PHONY: eval
+eval: setup link-venvs
+	@if [ -z "$(ENV)" ]; then echo "usage: make eval ENV=math|code|stem|swe [SPLIT=validation] [REPEATS=4] [LIMIT=N] [POLICY=URL MODEL=NAME]"; exit 2; fi
+	$(PY) -m prorl_gym.evaluation --env $(ENV) --split $(SPLIT) --repeats $(REPEATS) $(if $(LIMIT),--limit $(LIMIT)) \
+	  $(if $(filter-out scripted,$(POLICY)),--policy-base-url $(POLICY) --policy-model $(MODEL)) $(if $(OUT),--out $(OUT))
+
+BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput pipeline_overlap
 bench: setup
 	@mkdir -p results/bench
 	@for b in $(BENCHMARKS); do echo "== $$b"; $(PY) -m benchmarks.$$b | tee results/bench/$$b.log | tail -1; done

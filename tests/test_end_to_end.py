@@ -116,6 +116,14 @@ def test_aggregate_metrics_were_written(stack, rollouts):
         assert metrics["agent_metrics"]["contiguous_fraction"] == 1.0
 
 
+def test_plain_rows_as_a_dataset_has_them(stack, rollouts):
+    """Rows straight from example.jsonl: no metadata, only what the dataset has."""
+    output = stack.tmp / "plain.jsonl"
+    stack.collect("math_agent", example("math"), output)
+    records = read_jsonl(output)
+    assert [r["reward"] for r in records] == [1.0] * 5 and not read_jsonl(stack.tmp / "plain_failures.jsonl")
+
+
 def test_a_dead_policy_endpoint_is_a_typed_failure_not_reward_zero(stack, rollouts):
     policy = stack._procs[0]  # the scripted policy: stop it, as if the GPU server died
     os.killpg(policy.pid, 9)

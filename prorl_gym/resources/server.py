@@ -44,6 +44,7 @@ class SandboxResourcesServerConfig(BaseResourcesServerConfig):
     warm_pool_size: int = 0  # sandboxes started ahead, so INIT is an acquire
     verifier_workers: int = 0  # 0: this environment does not use the verifier pool
     verify_timeout_s: float = 20.0
+    eval_delay_s: float = 0.0  # added to every EVAL: stands in for a slow verifier (benchmarks/pipeline_overlap)
 
 
 class SeedSessionRequest(BaseSeedSessionRequest):
@@ -171,6 +172,8 @@ class SandboxResourcesServer(SimpleResourcesServer):
     async def verify(self, request: Request, body: SandboxVerifyRequest) -> SandboxVerifyResponse:
         session_id = request.session[SESSION_ID_KEY]
         try:
+            if self.config.eval_delay_s:
+                await asyncio.sleep(self.config.eval_delay_s)
             fields = await self.evaluate(body, self._sessions.find(session_id))
         except VerifierTimeout as exc:
             fields = {"reward": 0.0, "failure": Failure(stage=Stage.EVAL, type=FailureType.TIMEOUT, message=str(exc))}

@@ -10,6 +10,9 @@ response plus the rollout's own record: `failure` ({stage, type, message} or nul
 obey NeMo RL's contiguity rule. A failed rollout also carries `_ng_failure_class`, so
 ng_collect_rollouts writes it to the failures sidecar instead of scoring it 0. The
 sandbox is released on every path.
+
+The job API (submit batches, stream results, cancel, status; docs/job_api.md) runs the same
+rollout(); its logic is prorl_gym/pipeline/jobs.py, only its routes are here.
 """
 
 import asyncio
@@ -17,10 +20,11 @@ import json
 import logging
 import time
 import traceback
-from contextlib import nullcontext
+from contextlib import asynccontextmanager, nullcontext, suppress
 from typing import Any, Literal
 
-from fastapi import Request
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, StreamingResponse
 from nemo_gym.base_resources_server import BaseRunRequest
 from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, Body, SimpleResponsesAPIAgent
 from nemo_gym.config_types import ModelServerRef, ResourcesServerRef
@@ -28,7 +32,9 @@ from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNo
 from nemo_gym.server_utils import get_response_json
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
 
+from prorl_gym.client import Batch, CancelResult, JobLimits, StopAfter, SubmitRequest
 from prorl_gym.pipeline.failures import Failure, FailureType, RolloutFailure, Stage
+from prorl_gym.pipeline.jobs import JobError, JobManager
 from prorl_gym.pipeline.metrics import rollout_metrics
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.pipeline.tokens import token_ids_contiguous
@@ -53,6 +59,7 @@ class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
     # coupled: max_run_workers workers each do INIT+RUN+EVAL of one rollout in turn (the
     # design staged pipelines replace; kept as the baseline of benchmarks/pipeline_overlap).
     pipeline: Literal["staged", "coupled"] = "staged"
+    jobs: JobLimits = Field(default_factory=JobLimits)  # bounds of the job API
 
 
 class ProRLRunRequest(BaseRunRequest):
@@ -64,6 +71,7 @@ class ProRLAgent(SimpleResponsesAPIAgent):
     _pools: dict[Stage, StagePool] = PrivateAttr()
     _coupled: asyncio.Semaphore | None = PrivateAttr(default=None)
     _tools: list[dict] | None = PrivateAttr(default=None)
+    _jobs: JobManager = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
         c = self.config
@@ -73,11 +81,16 @@ class ProRLAgent(SimpleResponsesAPIAgent):
             workers = dict.fromkeys(workers, 1 << 20)
         timeouts = {Stage.INIT: c.init_timeout_s, Stage.RUN: c.run_timeout_s, Stage.EVAL: c.eval_timeout_s}
         self._pools = {stage: StagePool(stage, workers[stage], timeouts[stage]) for stage in Stage}
+        self._jobs = JobManager(
+            self.rollout, c.jobs, environments=(c.resources_server.name, c.name), validate_row=ProRLRunRequest.model_validate,
+            stage_stats=lambda: {stage.value: pool.stats() for stage, pool in self._pools.items()},
+        )  # fmt: skip
         return super().model_post_init(context)
 
     def setup_webserver(self):
         app = super().setup_webserver()
         app.get("/stats")(self.stats)
+        self._mount_job_routes(app)
         return app
 
     async def stats(self) -> dict:
@@ -86,7 +99,9 @@ class ProRLAgent(SimpleResponsesAPIAgent):
     # ------------------------------------------------------------------ /run: the pipeline
 
     async def run(self, request: Request, body: ProRLRunRequest) -> dict:
-        return await self.rollout(body.model_dump(), dict(request.cookies))
+        # exclude_unset: a field the row left out must stay out (NeMo Gym's vllm_model
+        # breaks on an explicit `metadata: null`).
+        return await self.rollout(body.model_dump(exclude_unset=True), dict(request.cookies))
 
     async def rollout(self, row: dict, cookies: dict | None = None) -> dict:
         """One rollout through INIT -> RUN -> EVAL; the record, whatever happened."""
@@ -122,14 +137,25 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         return self._record(row, loop, verified, failure, timings)
 
     async def _init(self, row: dict, cookies: dict) -> list[dict]:
+        seeding = asyncio.ensure_future(self._seed(row, cookies))
+        try:
+            await asyncio.shield(seeding)
+        except asyncio.CancelledError:
+            # The server may be starting this rollout's sandbox: wait for its session cookie,
+            # so that the release that follows finds the sandbox instead of leaking it.
+            with suppress(Exception):
+                await asyncio.wait_for(seeding, self.config.release_timeout_s)
+            raise
+        return await self._tool_schemas()
+
+    async def _seed(self, row: dict, cookies: dict) -> None:
         response = await self.server_client.post(
             server_name=self.config.resources_server.name, url_path="/seed_session", json=row, cookies=cookies
         )
         payload = await response.read()
+        cookies.update({name: morsel.value for name, morsel in response.cookies.items()})
         if response.status != 200:
             raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, f"seed_session returned {response.status}: {payload[:1500]!r}")
-        cookies.update({name: morsel.value for name, morsel in response.cookies.items()})
-        return await self._tool_schemas()
 
     async def _tool_schemas(self) -> list[dict]:
         if self._tools is None:  # the resources server is the one home of its tool definitions
@@ -193,7 +219,7 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         stats = loop.stats if loop else None
         record |= {
             "stop_reason": record.get("stop_reason"),
-            "timings": timings | ({"policy_s": stats.policy_s, "tools_s": stats.tools_s} if stats else {}),
+            "timings": timings | ({"policy_s": stats.policy_s, "tools_s": stats.tools_s, "tool_exec_s": stats.tool_exec_s} if stats else {}),
             "num_turns": stats.turns if stats else 0,
             "num_tool_calls": stats.tool_calls if stats else 0,
             "malformed_tool_calls": stats.malformed_tool_calls if stats else 0,
@@ -208,6 +234,55 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         loop = self._new_loop(body, await self._tool_schemas(), dict(request.cookies))
         await loop.run()
         return self._transcript(loop)
+
+    # ------------------------------------------------------------------ the job API (docs/job_api.md)
+
+    def _mount_job_routes(self, app: FastAPI) -> None:
+        jobs, lifespan = self._jobs, app.router.lifespan_context
+
+        @asynccontextmanager
+        async def run_jobs(app: FastAPI):  # started inside the server's event loop; at shutdown, jobs are cancelled
+            jobs.start()
+            async with lifespan(app) as state:
+                yield state
+            await jobs.close()
+
+        app.router.lifespan_context = run_jobs
+        app.add_exception_handler(JobError, lambda _, exc: JSONResponse({"detail": exc.detail, **exc.extra}, exc.status))
+
+        @app.post("/jobs")
+        async def submit(request: Request) -> Batch:
+            body, limit = bytearray(), self.config.jobs.max_request_bytes
+            async for chunk in request.stream():  # bounded: a chunked body has no length to check first
+                body += chunk
+                if len(body) > limit:
+                    raise JobError(413, f"the request exceeds the limit of {limit} bytes")
+            try:
+                batch = SubmitRequest.model_validate_json(body)
+            except ValidationError as exc:
+                raise JobError(422, "invalid request", errors=json.loads(exc.json(include_url=False, include_input=False)))
+            return jobs.submit(batch)
+
+        @app.get("/batches/{batch_id}/results")  # NDJSON, or server-sent events if asked for
+        async def results(batch_id: str, request: Request, after: int = 0):
+            records, sse = jobs.follow(batch_id, after), "text/event-stream" in request.headers.get("accept", "")
+
+            async def lines():  # a None record is a heartbeat
+                async for record in records:
+                    line = json.dumps(record, default=str) if record is not None else ""
+                    yield (f"data: {line}\n\n" if line else ": heartbeat\n\n") if sse else f"{line}\n"
+
+            return StreamingResponse(lines(), media_type="text/event-stream" if sse else "application/x-ndjson")
+
+        @app.post("/batches/{batch_id}/stop_after")
+        async def stop_after(batch_id: str, body: StopAfter) -> CancelResult:
+            return await jobs.stop_after(batch_id, body.k)
+
+        app.get("/batches/{batch_id}")(jobs.batch)
+        app.post("/batches/{batch_id}/cancel")(jobs.cancel_batch)
+        app.get("/jobs/{job_id:path}")(jobs.job)  # default job ids hold '/': <batch>/<row>/<sample>
+        app.post("/jobs/{job_id:path}/cancel")(jobs.cancel_job)
+        app.get("/status")(jobs.status)
 
     # ------------------------------------------------------------------ metrics
 

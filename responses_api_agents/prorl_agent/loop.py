@@ -43,7 +43,8 @@ class LoopStats:
     malformed_tool_calls: int = 0
     output_tokens: int = 0
     policy_s: float = 0.0
-    tools_s: float = 0.0
+    tools_s: float = 0.0  # tool calls as the agent waits for them (HTTP included)
+    tool_exec_s: float = 0.0  # of which inside the sandbox, as the tools report it
 
 
 @dataclass
@@ -139,7 +140,9 @@ class AgentLoop:
             return self._tool_error(call, f"invalid arguments for {call.name!r}: {json.dumps(detail)[:1000]}")
         if status != 200:
             raise RolloutFailure(Stage.RUN, FailureType.TOOL_ERROR, f"tool {call.name!r} failed ({status}): {payload[:1000]!r}")
-        return NeMoGymFunctionCallOutput(type="function_call_output", call_id=call.call_id, output=json.loads(payload)["content"])
+        result = json.loads(payload)
+        self.stats.tool_exec_s += float((result.get("metadata") or {}).get("duration_s") or 0.0)
+        return NeMoGymFunctionCallOutput(type="function_call_output", call_id=call.call_id, output=result["content"])
 
     def _tool_error(self, call, message: str) -> NeMoGymFunctionCallOutput:
         self.stats.malformed_tool_calls += 1

@@ -1,0 +1,260 @@
+"""A typed client of the agent's job API (docs/job_api.md), and the API's wire shapes.
+
+    async with ProRLClient(await agent_url("http://127.0.0.1:11000", "math_agent")) as client:
+        batch = await client.submit(rows, sampling={"temperature": 1.0}, samples_per_row=8, stop_after=48)
+        async for record in client.stream(batch.batch_id):
+            ...  # one rollout record as it finishes: record["reward"], record["failure"], ...
+
+A record is the agent's /run record (a dict): the row's own fields, `response` (the whole
+transcript, token ids included; null when cancelled), `reward`, `failure` ({stage, type,
+message} or null: drop such rows from training, never score them 0; `stage` is null for a
+cancelled job), `stop_reason`, `timings`, `num_turns`, `num_tool_calls`,
+`malformed_tool_calls`, `token_ids_contiguous`; and in a stream, `job_id`, `batch_id` and
+`status` (completed | failed | cancelled). The server imports the models below, so client
+and server cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+from urllib.parse import quote
+
+import aiohttp
+from pydantic import BaseModel, ConfigDict, Field
+from yarl import URL
+
+JobStatus = Literal["running", "completed", "failed", "cancelled"]
+BATCH_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"  # no '/': a batch id is one URL path segment
+
+# ---------------------------------------------------------------------- wire shapes
+
+
+class JobLimits(BaseModel):
+    """The server's bounds: the agent's `jobs:` config block, reported by /status."""
+
+    max_active_jobs: int = Field(10_000, ge=1)  # accepted and unfinished, over all batches -> 429
+    max_batch_rows: int = Field(4096, ge=1)  # -> 413
+    max_batch_jobs: int = Field(16_384, ge=1)  # rows x samples_per_row -> 413
+    max_request_bytes: int = Field(64 << 20, ge=1)  # -> 413
+    retain_jobs: int = Field(50_000, ge=0)  # finished jobs kept for polling; oldest finished batches go first
+    retain_s: float = Field(3600.0, ge=0)  # ... and for at most this long after their batch finished
+    timing_window: int = Field(2000, ge=1)  # recent records behind the status percentiles
+    heartbeat_s: float = Field(15.0, gt=0)  # an empty line this often keeps an idle stream alive
+    cancel_wait_s: float = Field(10.0, ge=0)  # a cancel call waits this long for sandboxes to be released
+
+
+class Sampling(BaseModel):
+    """Overrides of every row's responses_create_params; other fields (seed, ...) pass through."""
+
+    model_config = ConfigDict(extra="allow")
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_output_tokens: int | None = Field(None, ge=1)
+
+
+class SubmitRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    rows: list[Any]
+    environment: str | None = None  # checked against what the agent serves
+    batch_id: str | None = Field(None, pattern=BATCH_ID_PATTERN)
+    job_ids: list[str] | None = None  # one per row sample, row-major: (row 0, sample 0), (row 0, sample 1), ...
+    sampling: Sampling = Field(default_factory=Sampling)
+    samples_per_row: int = Field(1, ge=1)
+    stop_after: int | None = Field(None, ge=1)  # cancel the rest once this many usable results exist
+
+
+class StopAfter(BaseModel):
+    k: int = Field(ge=1)
+
+
+class Batch(BaseModel):
+    """What a submission returns."""
+
+    batch_id: str
+    job_ids: list[str]
+    created: bool  # False: the batch existed already (an idempotent resubmission)
+    new_jobs: int  # rollouts this call started; job ids that existed start none
+
+
+class Job(BaseModel):
+    job_id: str
+    batch_ids: list[str]
+    status: JobStatus
+    cancel_requested: bool
+    record: dict | None = None  # once finished
+
+
+class BatchProgress(BaseModel):
+    batch_id: str
+    total: int
+    finished: int
+    usable: int  # finished without a failure
+    done: bool
+    stop_after: int | None
+
+
+class CancelResult(BaseModel):
+    cancelled: list[str]  # jobs this call cancelled; finished ones stay as they are
+    settled: bool  # all of them have ended (their sandboxes released)
+
+
+class Status(BaseModel):
+    stages: dict[str, dict[str, int]]  # init/run/eval -> workers, waiting, in_flight
+    active_jobs: int
+    retained_jobs: int
+    active_batches: int
+    retained_batches: int
+    completed: int  # since the server started: usable results
+    failed: int  # ... failures other than cancellation
+    cancelled: int
+    failed_by_type: dict[str, int]  # failure type (cancelled included) -> count
+    timings: dict[str, dict[str, float | int | None]]  # init_s, run_queue_s, ... -> p50/p90/p99/n, recent records
+    limits: JobLimits
+
+
+def row_problem(row: Any) -> str | None:
+    """Why a row cannot be a rollout, or None."""
+    if not isinstance(row, dict):
+        return "a row must be a JSON object"
+    params = row.get("responses_create_params")
+    if not isinstance(params, dict):
+        return "responses_create_params (an object) is missing"
+    if not params.get("input") or not isinstance(params["input"], (str, list)):
+        return "responses_create_params.input must be a non-empty string or list"
+    return None
+
+
+# ---------------------------------------------------------------------- the client
+
+
+class JobAPIError(Exception):
+    """A request the server refused (4xx/5xx), with its reason."""
+
+    def __init__(self, status: int, detail: str, body: Any = None):
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status, self.detail, self.body = status, detail, body
+
+    @property
+    def retryable(self) -> bool:  # the service is full or not running yet: try again later
+        return self.status in (429, 503)
+
+
+async def agent_url(head_url: str, agent: str) -> str:
+    """The base URL of the agent server named `agent` (e.g. math_agent), from NeMo Gym's head server."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        async with http.get(f"{head_url.rstrip('/')}/server_instances") as response:
+            response.raise_for_status()
+            servers = await response.json()
+    for server in servers:
+        if agent in (server.get("process_name"), server.get("config_path")) and server.get("url"):
+            return server["url"]
+    raise LookupError(f"no server {agent!r} at {head_url}; it has {[s.get('process_name') for s in servers]}")
+
+
+class ProRLClient:
+    """Async client of one agent server; use as `async with ProRLClient(url) as client:`."""
+
+    def __init__(self, base_url: str, *, timeout_s: float = 120.0, stream_idle_timeout_s: float = 120.0):
+        self.base_url = base_url.rstrip("/")
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        # Streams last as long as their batch; the server's heartbeats keep them from going idle.
+        self.stream_timeout = aiohttp.ClientTimeout(total=None, sock_read=stream_idle_timeout_s)
+        self._http: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> ProRLClient:
+        self._http = aiohttp.ClientSession(timeout=self.timeout)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+
+    async def submit(self, rows: list[dict], *, sampling: Sampling | dict | None = None, samples_per_row: int = 1,
+                     job_ids: list[str] | None = None, batch_id: str | None = None, environment: str | None = None,
+                     stop_after: int | None = None) -> Batch:  # fmt: skip
+        """Hand over a batch; returns at once with the job ids. Idempotent for given batch or job ids."""
+        request = SubmitRequest(
+            rows=rows, sampling=Sampling.model_validate(sampling or {}), samples_per_row=samples_per_row,
+            job_ids=job_ids, batch_id=batch_id, environment=environment, stop_after=stop_after,
+        )  # fmt: skip
+        return await self._call("POST", "/jobs", Batch, request.model_dump(exclude_none=True))
+
+    async def stream(self, batch_id: str, *, after: int = 0, reconnects: int = 3) -> AsyncIterator[dict]:
+        """The batch's records as they finish (completion order), until all have; resumes after a dropped connection."""
+        seen, failures = after, 0
+        while True:
+            try:
+                async for record in self._lines(f"/batches/{quote(batch_id, safe='')}/results", seen):
+                    seen += 1
+                    failures = 0
+                    yield record
+                return
+            except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionError):
+                failures += 1
+                if failures > reconnects:
+                    raise
+                await asyncio.sleep(0.5 * failures)
+
+    async def _lines(self, path: str, after: int) -> AsyncIterator[dict]:
+        async with self._session.get(self._url(path), params={"after": after}, timeout=self.stream_timeout) as response:
+            await _raise_for(response)
+            buffer = bytearray()
+            async for chunk in response.content.iter_any():  # records can exceed readline()'s line limit
+                buffer += chunk
+                while (end := buffer.find(b"\n")) >= 0:
+                    line, buffer = bytes(buffer[:end]), buffer[end + 1 :]
+                    if line.strip():  # an empty line is a heartbeat
+                        yield json.loads(line)
+
+    async def results(self, batch_id: str) -> list[dict]:
+        """Every record of the batch, once all are in."""
+        return [record async for record in self.stream(batch_id)]
+
+    async def poll(self, job_id: str) -> Job:
+        return await self._call("GET", f"/jobs/{quote(job_id, safe='/')}", Job)
+
+    async def progress(self, batch_id: str) -> BatchProgress:
+        return await self._call("GET", f"/batches/{quote(batch_id, safe='')}", BatchProgress)
+
+    async def cancel_job(self, job_id: str) -> CancelResult:
+        return await self._call("POST", f"/jobs/{quote(job_id, safe='/')}/cancel", CancelResult)
+
+    async def cancel_batch(self, batch_id: str) -> CancelResult:
+        return await self._call("POST", f"/batches/{quote(batch_id, safe='')}/cancel", CancelResult)
+
+    async def stop_after(self, batch_id: str, k: int) -> CancelResult:
+        """Cancel the rest of the batch once k usable results exist (at once if they already do)."""
+        return await self._call("POST", f"/batches/{quote(batch_id, safe='')}/stop_after", CancelResult, {"k": k})
+
+    async def status(self) -> Status:
+        return await self._call("GET", "/status", Status)
+
+    @property
+    def _session(self) -> aiohttp.ClientSession:
+        if self._http is None:
+            raise RuntimeError("use the client as `async with ProRLClient(url) as client:`")
+        return self._http
+
+    def _url(self, path: str) -> URL:
+        return URL(self.base_url + path, encoded=True)  # the path is quoted already
+
+    async def _call[M: BaseModel](self, method: str, path: str, model: type[M], body: Any = None) -> M:
+        async with self._session.request(method, self._url(path), json=body) as response:
+            await _raise_for(response)
+            return model.model_validate_json(await response.read())
+
+
+async def _raise_for(response: aiohttp.ClientResponse) -> None:
+    if response.status < 400:
+        return
+    raw = await response.read()
+    try:
+        body = json.loads(raw)
+        detail = body.get("detail", body) if isinstance(body, dict) else body
+    except ValueError:
+        body = detail = raw.decode(errors="replace")[:2000]
+    raise JobAPIError(response.status, detail if isinstance(detail, str) else json.dumps(detail)[:2000], body)

@@ -1,0 +1,117 @@
+"""Evaluate one environment over a dataset split: rollouts, then a markdown report with plots.
+
+    python -m prorl_gym.evaluation --env math --split validation [--repeats 4] [--limit N]
+        [--policy-base-url URL --policy-model NAME]   a real OpenAI-compatible endpoint (key: $POLICY_API_KEY);
+                                                      default: the scripted policy (offline), --scripted-mode gold
+        [--out results/eval/<env>-<split>-<timestamp>/] [--sandbox-root DIR] [--pass-threshold 1.0]
+    python -m prorl_gym.evaluation --from-records rollouts.jsonl [...] --out DIR [--repeats N]
+        report only, from existing records (e.g. resources_servers/math/data/example_rollouts.jsonl)
+
+Writes into --out: report.md, metrics.json, reward_distribution.png, stage_timing.png, the raw
+rollouts (rollouts.jsonl = successes, rollouts_failures.jsonl = failed rollouts) and logs/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from prorl_gym.evaluation.report import build_report
+from prorl_gym.evaluation.run import SCRIPTED_MODES, Policy, run
+from prorl_gym.evaluation.splits import ENVS, SplitError, resolve
+from prorl_gym.stack import REPO_ROOT, StackError
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def raw_files(output: Path) -> list[Path]:
+    """What ng_collect_rollouts wrote next to `output`: successes, failures sidecar, its metrics."""
+    names = [output.name, f"{output.stem}_failures.jsonl", f"{output.stem}_aggregate_metrics.json",
+             f"{output.stem}_materialized_inputs.jsonl"]  # fmt: skip
+    return [output.with_name(n) for n in names if output.with_name(n).exists()]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m prorl_gym.evaluation", description=__doc__.splitlines()[0])
+    parser.add_argument("--env", choices=ENVS)
+    parser.add_argument("--split", default="validation", help="split type (example/train/validation) or name (default: validation)")
+    parser.add_argument("--repeats", type=int, default=None, help="rollouts per row: pass@k for k = 1..repeats (default 4)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N rows of the split")
+    parser.add_argument("--policy-base-url", default=None, help="OpenAI-compatible endpoint; default: the scripted policy")
+    parser.add_argument("--policy-model", default=None, help="model name at --policy-base-url")
+    parser.add_argument("--scripted-mode", default="gold", choices=SCRIPTED_MODES, help="scripted policy behaviour")
+    parser.add_argument("--pass-threshold", type=float, default=1.0, help="a rollout passes when reward >= this")
+    parser.add_argument("--sandbox-root", default=None, help="host dir for sandboxes (must be traversable by the sandbox uid)")
+    parser.add_argument("--parallel", type=int, default=None, help="ng_collect_rollouts' num_samples_in_parallel")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds for the whole collection")
+    parser.add_argument("--out", type=Path, default=None, help="output dir (default results/eval/<env>-<split>-<timestamp>/)")
+    parser.add_argument("--from-records", type=Path, nargs="+", default=None, help="build the report from these jsonl files")
+    args = parser.parse_args(argv)
+    if args.from_records is None and args.env is None:
+        parser.error("--env is required (or --from-records)")
+    if args.policy_base_url and not args.policy_model:
+        parser.error("--policy-model is required with --policy-base-url")
+    if args.repeats is not None and args.repeats < 1:
+        parser.error("--repeats must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    started = datetime.now()
+    command = "python -m prorl_gym.evaluation " + shlex.join(sys.argv[1:] if argv is None else argv)
+    if args.from_records:
+        out = args.out or REPO_ROOT / "results" / "eval" / f"report-{started:%Y%m%d-%H%M%S}"
+        records = [r for path in args.from_records for r in read_jsonl(path)]  # one run: successes + failures
+        meta = {"env": args.env or "records", "split": args.split if args.env else ", ".join(map(str, args.from_records)),
+                "repeats": args.repeats, "started": f"{started:%Y-%m-%d %H:%M:%S}", "command": command}  # fmt: skip
+        build_report(records, out, meta, repeats=args.repeats, threshold=args.pass_threshold)
+        print(f"report: {out / 'report.md'}")
+        return 0
+
+    repeats = args.repeats or 4
+    try:
+        split = resolve(args.env, args.split)
+    except SplitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = (args.out or REPO_ROOT / "results" / "eval" / f"{args.env}-{split.type}-{started:%Y%m%d-%H%M%S}").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    policy = Policy(args.policy_base_url, args.policy_model, args.scripted_mode)
+    t0 = time.perf_counter()
+    try:
+        output = run(args.env, split.path, out, policy, repeats, limit=args.limit, sandbox_root=args.sandbox_root,
+                     parallel=args.parallel, timeout_s=args.timeout)  # fmt: skip
+    except (StackError, subprocess.TimeoutExpired) as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    files = raw_files(output)
+    meta = {
+        "env": args.env, "split": f"{split.type} ({split.name})", "dataset": str(split.path.relative_to(REPO_ROOT)),
+        "policy": policy.label, "repeats": repeats, "limit": args.limit, "started": f"{started:%Y-%m-%d %H:%M:%S}",
+        "duration_s": round(time.perf_counter() - t0, 1), "command": command, "raw_files": [f.name for f in files],
+    }  # fmt: skip
+    records = read_jsonl(output) + read_jsonl(output.with_name(f"{output.stem}_failures.jsonl"))
+    metrics = build_report(records, out, meta, repeats=repeats, threshold=args.pass_threshold)
+    pass_at = "  ".join(f"pass@{k} {v:.3f}" for k, v in metrics["pass_at_k"].items())
+    mean = metrics["reward"]["mean_all"]
+    print(f"[{args.env}/{split.type}] {metrics['counts']['rollouts']} rollouts, {metrics['counts']['failed_rollouts']} failed, "
+          f"mean reward {mean if mean is None else round(mean, 3)}  {pass_at}")  # fmt: skip
+    print(f"report: {out / 'report.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted; everything started was stopped", file=sys.stderr)
+        sys.exit(130)

@@ -1,0 +1,86 @@
+"""Run an environment's agent over a dataset file: the stack (scripted or real policy) plus
+ng_collect_rollouts, whose progress bar is shown on this terminal and kept in the log."""
+
+from __future__ import annotations
+
+import codecs
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from prorl_gym.stack import BIN, REPO_ROOT, Stack, StackError, stop_session
+
+SCRIPTED_MODES = ("gold", "wrong", "malformed")
+
+
+@dataclass
+class Policy:
+    """Either the scripted policy (offline; replays recorded actions) or a real endpoint."""
+
+    base_url: str | None = None  # OpenAI-compatible, e.g. vLLM: http://host:8000/v1 (key: $POLICY_API_KEY)
+    model: str | None = None
+    scripted_mode: str = "gold"
+
+    @property
+    def label(self) -> str:
+        return f"{self.model} at {self.base_url}" if self.base_url else f"scripted policy ({self.scripted_mode})"
+
+
+def _tee(stream: IO[bytes], log: IO[bytes]) -> None:
+    # Raw chunks, not lines: tqdm redraws its bar with \r.
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    while chunk := os.read(stream.fileno(), 4096):
+        log.write(chunk)
+        sys.stderr.write(decoder.decode(chunk))
+        sys.stderr.flush()
+
+
+def collect_with_progress(stack: Stack, agent: str, input_jsonl: Path, output_jsonl: Path, num_repeats: int,
+                          extra: list[str], timeout_s: float | None, log: Path) -> None:  # fmt: skip
+    """Stack.collect, but with ng_collect_rollouts' stderr (its tqdm bar) teed to our stderr."""
+    argv = [
+        str(BIN / "ng_collect_rollouts"), *stack.common_overrides,
+        f"+agent_name={agent}", f"+input_jsonl_fpath={input_jsonl}", f"+output_jsonl_fpath={output_jsonl}",
+        f"+num_repeats={num_repeats}", *extra,
+    ]  # fmt: skip
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=out, stderr=subprocess.PIPE, start_new_session=True)
+        tee = threading.Thread(target=_tee, args=(proc.stderr, out), daemon=True)
+        tee.start()
+        try:
+            proc.wait(timeout=timeout_s)
+        except BaseException:  # timeout or Ctrl-C: the child runs in its own session, stop all of it
+            stop_session(proc)
+            raise
+        finally:
+            tee.join(timeout=5)
+            proc.stderr.close()
+    sys.stderr.write("\n")
+    if proc.returncode != 0:
+        raise StackError(f"ng_collect_rollouts failed ({proc.returncode}); see {log}")
+
+
+def run(env: str, dataset: Path, out_dir: Path, policy: Policy, repeats: int, limit: int | None = None,
+        sandbox_root: str | None = None, parallel: int | None = None, timeout_s: float | None = None) -> Path:  # fmt: skip
+    """Collect `repeats` rollouts per row into out_dir/rollouts.jsonl (+ _failures.jsonl); returns that path."""
+    overrides = [f"+{env}.resources_servers.{env}.sandbox.root_dir={sandbox_root}"] if sandbox_root else []
+    if policy.base_url:
+        overrides += [f"+policy_base_url={policy.base_url}", f"+policy_model_name={policy.model}"]
+        policy_data, policy_args = None, []
+    else:
+        # The scripted policy takes its mode from a "scripted-<mode>" model name before --mode.
+        overrides.append(f"+policy_model_name=scripted-{policy.scripted_mode}")
+        policy_data, policy_args = [str(dataset)], ["--mode", policy.scripted_mode]
+    extra = [f"+limit={limit}"] if limit else []
+    extra += [f"+num_samples_in_parallel={parallel}"] if parallel else []
+    output = out_dir / "rollouts.jsonl"
+    logs = out_dir / "logs"
+    print(f"[eval] starting {policy.label} and ng_run ({env}); logs in {logs}", file=sys.stderr, flush=True)
+    with Stack([f"configs/{env}.yaml"], overrides=overrides, policy_data=policy_data, policy_args=policy_args, log_dir=logs) as stack:
+        print(f"[eval] collecting {repeats} rollout(s) per row of {dataset.name} with ng_collect_rollouts", file=sys.stderr, flush=True)
+        collect_with_progress(stack, f"{env}_agent", dataset, output, repeats, extra, timeout_s, logs / "collect.log")
+    return output

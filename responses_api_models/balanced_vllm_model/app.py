@@ -1,0 +1,170 @@
+"""NeMo Gym's vllm_model over several policy endpoints: least-in-flight, sticky, health-checked.
+
+Everything vllm_model does (Responses <-> Chat Completions, token ids via /tokenize) is
+inherited; what changes is which endpoint serves a request and how long it may take:
+
+- a new session (one rollout) goes to the healthy endpoint with the fewest requests in
+  flight (ties: fewest sessions) and stays there for its whole rollout (prefix cache);
+- an endpoint declared dead (health checks or connection errors) has its in-flight requests
+  cancelled and answered 503 at once; its sessions' next requests are answered 503 too
+  (they are not moved: see balancer.py); new sessions go elsewhere;
+- every policy call is bounded by request_timeout_s (504);
+- GET/POST/DELETE /endpoints list, add and remove endpoints at run time.
+
+Run it with one uvicorn worker (the default): routing state lives in the process.
+"""
+
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from typing import Any, Awaitable, Callable, TypeVar
+
+from fastapi import FastAPI, HTTPException, Request
+from nemo_gym.base_responses_api_model import Body
+from nemo_gym.openai_utils import (
+    NeMoGymAsyncOpenAI,
+    NeMoGymChatCompletion,
+    NeMoGymChatCompletionCreateParamsNonStreaming,
+    NeMoGymResponse,
+    NeMoGymResponseCreateParamsNonStreaming,
+)
+from nemo_gym.server_utils import SESSION_ID_KEY, is_nemo_gym_fastapi_entrypoint
+from pydantic import BaseModel, PrivateAttr, model_validator
+from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
+from starlette.responses import Response
+
+from responses_api_models.balanced_vllm_model.balancer import Unavailable, normalize_url
+from responses_api_models.balanced_vllm_model.pool import BalancerSettings, EndpointPool, Lease
+
+T = TypeVar("T")
+ENDPOINT_HEADER = "x-policy-endpoint"  # which endpoint served a response (logs, tests)
+# The client of the endpoint serving the current call; set inside the call's own task.
+_CLIENT: ContextVar[NeMoGymAsyncOpenAI] = ContextVar("policy_endpoint_client")
+
+
+class BalancedVLLMModelConfig(BalancerSettings, VLLMModelConfig):
+    """vllm_model's config; base_url is the endpoint list: a list, or one string (commas separate URLs)."""
+
+    @model_validator(mode="after")
+    def _endpoints(self) -> "BalancedVLLMModelConfig":
+        urls = [self.base_url] if isinstance(self.base_url, str) else list(self.base_url)
+        split = [normalize_url(u) for url in urls for u in url.split(",") if u.strip()]
+        self.base_url = list(dict.fromkeys(split))  # ordered, without duplicates
+        if self.num_workers not in (None, 1):
+            raise ValueError("balanced_vllm_model keeps routing state in one process: num_workers must be 1")
+        return self
+
+
+class EndpointRequest(BaseModel):
+    url: str
+    # DELETE only: cancel its in-flight requests (503) instead of letting them finish.
+    cancel_in_flight: bool = False
+
+
+class BalancedVLLMModel(VLLMModel):
+    config: BalancedVLLMModelConfig
+    _pool: EndpointPool = PrivateAttr()
+
+    def _post_init(self) -> None:
+        c = self.config
+        self._pool = EndpointPool(c, c.api_key, c.default_headers, list(c.base_url))
+        self._converter = self.get_converter()
+
+    @property
+    def pool(self) -> EndpointPool:
+        return self._pool
+
+    def setup_webserver(self) -> FastAPI:
+        app = super().setup_webserver()
+        app.get("/endpoints")(self.list_endpoints)
+        app.post("/endpoints")(self.add_endpoint)
+        app.delete("/endpoints")(self.remove_endpoint)
+
+        @app.middleware("http")
+        async def endpoint_header(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+            response = await call_next(request)
+            if url := getattr(request.state, "policy_endpoint", None):
+                response.headers[ENDPOINT_HEADER] = url
+            return response
+
+        inner_lifespan = app.router.lifespan_context
+
+        @asynccontextmanager
+        async def lifespan(app_: FastAPI):
+            await self._pool.start()  # health checks run from here until shutdown
+            try:
+                async with inner_lifespan(app_) as state:
+                    yield state
+            finally:
+                await self._pool.close()
+
+        app.router.lifespan_context = lifespan
+        return app
+
+    # ------------------------------------------------------------------ policy calls
+    async def chat_completions(
+        self, request: Request, body: NeMoGymChatCompletionCreateParamsNonStreaming = Body()
+    ) -> NeMoGymChatCompletion:
+        return await self._balanced(request, lambda: super(BalancedVLLMModel, self).chat_completions(request, body))
+
+    async def _responses_native(
+        self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming
+    ) -> NeMoGymResponse:
+        return await self._balanced(request, lambda: super(BalancedVLLMModel, self)._responses_native(request, body))
+
+    def _resolve_client(self, request: Request) -> NeMoGymAsyncOpenAI:
+        client = _CLIENT.get(None)
+        if client is None:
+            raise RuntimeError("policy calls must go through BalancedVLLMModel._balanced (no endpoint leased)")
+        return client
+
+    async def _balanced(self, request: Request, call: Callable[[], Awaitable[T]]) -> T:
+        """Lease the session's endpoint and run one bounded policy call on it."""
+        try:
+            lease = self._pool.acquire(request.session[SESSION_ID_KEY])
+        except Unavailable as e:
+            raise HTTPException(status_code=e.status, detail=e.reason) from e
+        request.state.policy_endpoint = lease.endpoint.url
+        try:
+            return await self._pool.run(lease, lambda: _on_endpoint(lease, call))
+        except Unavailable as e:
+            raise HTTPException(status_code=e.status, detail=e.reason) from e
+
+    # ------------------------------------------------------------------ admin
+    async def list_endpoints(self) -> dict[str, Any]:
+        balancer = self._pool.balancer
+        return {"endpoints": [e.view() for e in balancer.endpoints], "sessions": balancer.num_sessions}
+
+    async def add_endpoint(self, body: EndpointRequest) -> dict[str, Any]:
+        """Add an endpoint; it is checked once now and joins healthy only if that check passes."""
+        try:
+            url = normalize_url(body.url)
+        except ValueError as e:
+            raise HTTPException(status_code=422, detail=str(e)) from e
+        if self._pool.balancer.get(url) is not None:
+            raise HTTPException(status_code=409, detail=f"endpoint {url} is already in the pool")
+        error = await self._pool.probe(url)
+        if self._pool.balancer.get(url) is not None:  # added concurrently while probing
+            raise HTTPException(status_code=409, detail=f"endpoint {url} is already in the pool")
+        endpoint = self._pool.add(url, healthy=error is None)
+        endpoint.last_error = error
+        return endpoint.view()
+
+    async def remove_endpoint(self, body: EndpointRequest) -> dict[str, Any]:
+        """Remove an endpoint: no new sessions, its sessions fail fast; in-flight requests finish
+        unless cancel_in_flight (then 503 at once)."""
+        try:
+            endpoint = self._pool.remove(body.url, body.cancel_in_flight)
+        except (KeyError, ValueError) as e:
+            raise HTTPException(status_code=404, detail=f"endpoint {body.url} is not in the pool") from e
+        return endpoint.view() | {"removed": True}
+
+
+async def _on_endpoint(lease: Lease, call: Callable[[], Awaitable[T]]) -> T:
+    _CLIENT.set(lease.endpoint.client)  # the call runs in its own task: this stays local to it
+    return await call()
+
+
+if __name__ == "__main__":
+    BalancedVLLMModel.run_webserver()
+elif is_nemo_gym_fastapi_entrypoint(__file__):
+    app = BalancedVLLMModel.run_webserver()  # noqa: F401

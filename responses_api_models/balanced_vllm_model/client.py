@@ -1,0 +1,48 @@
+"""NeMo Gym's OpenAI client for one endpoint, minus its unbounded retries.
+
+NeMoGymAsyncOpenAI sends through `nemo_gym.server_utils.request`, which retries connection
+errors forever (0.5 s apart) on a client without timeouts: a dead endpoint would hang every
+request on it. This client keeps the rest (URLs, JSON, status checks that vllm_model's
+context-length handling relies on) and sends through `Transport`, which bounds connection
+retries and reports connection failures to the balancer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Protocol
+
+from aiohttp import ClientResponse
+from nemo_gym.openai_utils import MAX_NUM_TRIES, RETRY_ERROR_CODES, NeMoGymAsyncOpenAI
+from pydantic import PrivateAttr
+
+log = logging.getLogger(__name__)
+STATUS_RETRY_SLEEP_S = 0.5
+
+
+class Transport(Protocol):
+    async def __call__(self, method: str, url: str, json: Any, headers: dict[str, str]) -> ClientResponse: ...
+
+
+class EndpointClient(NeMoGymAsyncOpenAI):
+    _transport: Transport = PrivateAttr()
+
+    @classmethod
+    def create(cls, base_url: str, api_key: str, default_headers: dict[str, str], transport: Transport) -> "EndpointClient":
+        client = cls(base_url=base_url, api_key=api_key, default_headers=default_headers)
+        client._transport = transport
+        return client
+
+    async def _request(self, method: str, url: str, json: Any = None, **_: Any) -> ClientResponse:
+        headers = self.default_headers | {"Authorization": f"Bearer {self.api_key}"}
+        # Retryable statuses (429/5xx) are retried like vllm_model does, but at most
+        # MAX_NUM_TRIES times: the last response goes back for the caller's status check.
+        for attempt in range(1, MAX_NUM_TRIES + 1):
+            response = await self._transport(method=method, url=url, json=json, headers=headers)
+            if response.status not in RETRY_ERROR_CODES or attempt == MAX_NUM_TRIES:
+                return response
+            body = (await response.read())[:200]
+            log.warning("policy %s answered %s (try %d/%d): %r", url, response.status, attempt, MAX_NUM_TRIES, body)
+            await asyncio.sleep(STATUS_RETRY_SLEEP_S)
+        raise AssertionError("unreachable")

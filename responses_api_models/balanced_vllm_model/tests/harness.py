@@ -1,0 +1,186 @@
+"""Real servers for the integration tests: scripted policy processes, the model server on uvicorn.
+
+Nothing is mocked: the policies are `python -m responses_api_models.scripted_policy`
+processes on free ports (stand-ins for vLLM servers), the model server is the real app
+served by uvicorn in the test's event loop, and rollouts talk HTTP with session cookies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import uvicorn
+
+from prorl_gym.stack import REPO_ROOT, free_port, stop_session
+from prorl_gym.testing import build_server
+from responses_api_models.balanced_vllm_model.app import ENDPOINT_HEADER, BalancedVLLMModel
+
+EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
+ROWS = [json.loads(line) for line in EXAMPLE.read_text().splitlines()]
+TOOLS = [{
+    "type": "function", "name": "python", "strict": False, "description": "run code",
+    "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+}]  # fmt: skip
+FAST = dict(health_interval_s=0.2, health_timeout_s=0.5, unhealthy_after=2, request_timeout_s=30.0, connect_timeout_s=1.0)
+
+
+@dataclass
+class Policy:
+    port: int
+    proc: subprocess.Popen
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def kill(self) -> None:  # as if the GPU server crashed
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def pause(self) -> None:  # hung: the port stays open, nothing answers
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
+
+class Policies:
+    """Starts scripted policies; stops every one it started (also paused ones)."""
+
+    def __init__(self, log_dir: Path):
+        self.log_dir = log_dir
+        self._started: list[Policy] = []
+
+    async def start(self, n: int, latency_ms: float = 0.0, port: int | None = None) -> list[Policy]:
+        policies = [self._spawn(latency_ms, port or free_port()) for _ in range(n)]
+        await asyncio.gather(*(self._wait_up(p) for p in policies))
+        return policies
+
+    def _spawn(self, latency_ms: float, port: int) -> Policy:
+        argv = [sys.executable, "-m", "responses_api_models.scripted_policy", "--data", str(EXAMPLE),
+                "--port", str(port), "--latency-ms", str(latency_ms)]  # fmt: skip
+        with open(self.log_dir / f"policy-{port}.log", "a") as log:
+            proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        policy = Policy(port, proc)
+        self._started.append(policy)
+        return policy
+
+    async def _wait_up(self, policy: Policy, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        async with aiohttp.ClientSession() as http:
+            while time.monotonic() < deadline:
+                assert policy.proc.poll() is None, f"scripted policy exited; see {self.log_dir}"
+                try:
+                    async with http.get(f"http://127.0.0.1:{policy.port}/health") as r:
+                        if r.status == 200:
+                            return
+                except aiohttp.ClientError:
+                    pass
+                await asyncio.sleep(0.05)
+        raise TimeoutError(f"scripted policy on {policy.port} not up")
+
+    def stop_all(self) -> None:
+        for policy in self._started:
+            if policy.proc.poll() is None:
+                policy.resume()
+                stop_session(policy.proc, grace_s=5, sig=signal.SIGKILL)  # no state to save
+
+
+@dataclass
+class Turn:
+    status: int
+    body: Any
+    endpoint: str | None  # the x-policy-endpoint header: who served (or failed) it
+    elapsed_s: float
+    finished_at: float  # time.monotonic()
+
+
+@dataclass
+class ModelServer:
+    url: str
+    server: BalancedVLLMModel
+    http: aiohttp.ClientSession
+
+    async def endpoints(self) -> dict[str, dict]:
+        async with self.http.get(f"{self.url}/endpoints") as r:
+            return {e["url"]: e for e in (await r.json())["endpoints"]}
+
+    async def admin(self, method: str, url: str, **extra: Any) -> tuple[int, Any]:
+        async with self.http.request(method, f"{self.url}/endpoints", json={"url": url} | extra) as r:
+            return r.status, await r.json()
+
+    async def wait_for(self, predicate, timeout_s: float = 10.0) -> dict[str, dict]:
+        """Poll GET /endpoints until predicate(endpoints) holds."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            endpoints = await self.endpoints()
+            if predicate(endpoints):
+                return endpoints
+            assert time.monotonic() < deadline, f"condition not met; endpoints: {endpoints}"
+            await asyncio.sleep(0.02)
+
+
+@dataclass
+class Rollout:
+    """One rollout: one model-server session (cookie), turns that extend one conversation."""
+
+    server: ModelServer
+    row: dict = field(default_factory=lambda: ROWS[0])  # its first user message selects the script
+    cookies: dict[str, str] = field(default_factory=dict)
+    items: list[dict] = field(default_factory=list)
+    endpoint: str | None = None  # where its session is bound, once a turn has been served
+
+    def __post_init__(self) -> None:
+        self.items = [dict(m) for m in self.row["responses_create_params"]["input"]]
+
+    async def turn(self) -> Turn:
+        headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}
+        started = time.monotonic()
+        body = {"input": self.items, "tools": TOOLS}
+        async with self.server.http.post(f"{self.server.url}/v1/responses", json=body, headers=headers) as r:
+            payload = await r.json(content_type=None)
+            self.cookies |= {name: morsel.value for name, morsel in r.cookies.items()}
+            finished = time.monotonic()
+            turn = Turn(r.status, payload, r.headers.get(ENDPOINT_HEADER), finished - started, finished)
+        self.endpoint = self.endpoint or turn.endpoint
+        if r.status == 200:
+            for item in payload["output"]:
+                self.items.append(item)
+                if item["type"] == "function_call":
+                    self.items.append({"type": "function_call_output", "call_id": item["call_id"], "output": "42"})
+        return turn
+
+
+@asynccontextmanager
+async def serve_model(urls: list[str], **settings: Any) -> AsyncIterator[ModelServer]:
+    """The model server as ng_run would run it (exception middleware too), on a free port."""
+    server = build_server(
+        BalancedVLLMModel, "policy_model", base_url=urls, api_key="x", model="scripted-gold",
+        return_token_id_information=True, uses_reasoning_parser=False, **(FAST | settings),
+    )  # fmt: skip
+    app = server.setup_webserver()
+    server.setup_exception_middleware(app)
+    port = free_port()
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(uv.serve())
+    while not uv.started:
+        assert not task.done(), "model server failed to start"
+        await asyncio.sleep(0.01)
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:
+            yield ModelServer(f"http://127.0.0.1:{port}", server, http)
+    finally:
+        uv.should_exit = True
+        await task

@@ -1,0 +1,85 @@
+"""Through NeMo Gym's CLI: ng_run with two policy endpoints given as a Hydra list, real
+rollouts by the ProRL agent (math), and one endpoint killed in the middle of a collection."""
+
+import asyncio
+import json
+import shutil
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from prorl_gym.stack import Stack, free_port
+from responses_api_models.balanced_vllm_model.tests.harness import EXAMPLE, Policies
+
+CONFIGS = [
+    "configs/base.yaml",
+    "resources_servers/math/configs/math.yaml",
+    "responses_api_models/balanced_vllm_model/configs/balanced_vllm_model.yaml",
+]
+MODEL = "policy_model.responses_api_models.balanced_vllm_model"
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def endpoints(port: int) -> dict[str, dict]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/endpoints", timeout=5) as r:
+        return {e["url"]: e for e in json.load(r)["endpoints"]}
+
+
+@pytest.fixture
+def sandbox_dir():
+    root = Path(tempfile.mkdtemp(prefix="prorl-balanced-", dir="/tmp"))  # reachable by the sandbox uid
+    root.chmod(0o711)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_two_endpoints_from_the_cli_and_one_dies_mid_collection(tmp_path, sandbox_dir):
+    policies = Policies(tmp_path)
+    doomed, survivor = asyncio.run(policies.start(2, latency_ms=1500))
+    model_port = free_port()
+    overrides = [
+        f"+policy_base_url=[{doomed.url},{survivor.url}]",  # the documented form for several endpoints
+        f"+{MODEL}.port={model_port}",
+        f"+{MODEL}.health_interval_s=0.5",
+        f"+{MODEL}.health_timeout_s=1",
+        f"+math.resources_servers.math.sandbox.root_dir={sandbox_dir}",
+        "+math_agent.responses_api_agents.prorl_agent.limits.policy_call_timeout_s=60",
+    ]
+    try:
+        with Stack(CONFIGS, overrides=overrides, log_dir=tmp_path / "logs") as stack:
+            assert list(endpoints(model_port)) == [doomed.url, survivor.url]
+            # Ten concurrent rollouts of 2 turns (1.5 s each): kill one endpoint once all ten
+            # sessions are placed (five each) and before any rollout is done.
+            output = tmp_path / "rollouts.jsonl"
+            with ThreadPoolExecutor(1) as pool:
+                collection = pool.submit(stack.collect, "math_agent", EXAMPLE, output, num_repeats=2)
+                deadline = time.monotonic() + 60
+                while [e["sessions"] for e in endpoints(model_port).values()] != [5, 5]:
+                    assert time.monotonic() < deadline and not collection.done(), endpoints(model_port)
+                    time.sleep(0.05)
+                doomed.kill()
+                killed_at = time.monotonic()
+                collection.result(timeout=120)
+                collected_s = time.monotonic() - killed_at
+            failures = read_jsonl(output.with_name("rollouts_failures.jsonl"))
+            assert len(failures) == 5 and all(f["failure"]["type"] == "policy_error" for f in failures)
+            assert all(doomed.url in f["failure"]["message"] for f in failures)
+            assert [r["reward"] for r in read_jsonl(output)] == [1.0] * 5
+            assert collected_s < 10, collected_s  # the survivors' second turns; no policy timeout waited out
+            state = endpoints(model_port)
+            assert state[doomed.url]["healthy"] is False and state[survivor.url]["sessions"] == 5
+
+            again = tmp_path / "again.jsonl"  # new rollouts all go to the live endpoint
+            stack.collect("math_agent", EXAMPLE, again)
+            assert [r["reward"] for r in read_jsonl(again)] == [1.0] * 5
+            assert not read_jsonl(again.with_name("again_failures.jsonl"))
+            assert endpoints(model_port)[survivor.url]["sessions"] == 10
+    finally:
+        policies.stop_all()

@@ -1,0 +1,198 @@
+"""The job API end to end: the example trainer and the typed client against a real stack.
+
+One stack for the module: configs/math.yaml under ng_run, the scripted policy with 400 ms
+of generation latency (so that rollouts can be caught mid-flight) and 4 RUN workers (so a
+batch finishes in waves and an early stop has something left to cancel). The last test
+kills the policy endpoint; the module's teardown checks every sandbox was released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from examples.training_loop import read_rows, training_loop
+from prorl_gym.client import JobAPIError, ProRLClient, agent_url
+from prorl_gym.stack import REPO_ROOT, Stack
+
+EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
+AGENT = "+math_agent.responses_api_agents.prorl_agent"
+
+
+def rows(mode: str = "gold", n: int = 5) -> list[dict]:
+    out = read_rows(EXAMPLE)[:n]
+    for row in out:
+        row["responses_create_params"]["metadata"] = {"scripted_mode": mode}
+    return out
+
+
+def sandbox_dirs(root: Path) -> list[Path]:
+    return [p for p in root.iterdir() if not p.name.startswith(".")]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-jobs-", dir="/tmp"))  # reachable by the sandbox uid
+    sandbox_root.chmod(0o711)
+    overrides = [
+        f"+math.resources_servers.math.sandbox.root_dir={sandbox_root}", f"{AGENT}.limits.policy_call_timeout_s=5",
+        f"{AGENT}.max_run_workers=4", f"{AGENT}.jobs.max_batch_rows=16",
+    ]  # fmt: skip
+    logs = tmp_path_factory.mktemp("jobs") / "logs"
+    with Stack(["configs/math.yaml"], overrides=overrides, policy_data=[str(EXAMPLE)],
+               policy_args=["--latency-ms", "400"], log_dir=logs) as stack:  # fmt: skip
+        stack.sandbox_root = sandbox_root
+        stack.agent_url = asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", "math_agent"))
+        yield stack
+    assert not sandbox_dirs(sandbox_root), "sandbox directories left behind"
+    assert not list((sandbox_root / ".leases").glob("*.json")), "leases left behind"
+    shutil.rmtree(sandbox_root)
+
+
+@pytest.fixture
+async def client(stack):
+    async with ProRLClient(stack.agent_url) as client:
+        yield client
+
+
+async def until(predicate, timeout_s: float = 15.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+async def running(client: ProRLClient) -> bool:
+    return (await client.status()).stages["run"]["in_flight"] > 0
+
+
+async def no_sandboxes_left(stack) -> None:
+    async def empty() -> bool:
+        return not sandbox_dirs(stack.sandbox_root)
+
+    await until(empty, 10, "the sandboxes to be released")
+
+
+async def test_the_training_loop_example_runs_end_to_end(client):
+    data = rows("gold", 2) + rows("wrong", 4)[2:]  # prompts 0, 1 gold; 2, 3 wrong
+    updates = []
+    started = time.perf_counter()
+    reports = await training_loop(
+        client, data, steps=2, prompts_per_step=4, group_size=2, sampling={"temperature": 1.0},
+        run_id=f"e2e-{os.getpid()}", update=updates.append,
+    )  # fmt: skip
+    assert [(r.submitted, r.received, r.usable, r.failures) for r in reports] == [(8, 8, 8, {})] * 2
+    for report in reports:
+        assert {g.prompt: g.rewards for g in report.groups} == {0: [1.0, 1.0], 1: [1.0, 1.0], 2: [0.0, 0.0], 3: [0.0, 0.0]}
+        assert report.kept == [] and all(a == 0.0 for g in report.groups for a in g.advantages)  # uniform groups
+    assert len(updates) == 2
+    # the second step was submitted before the first was consumed, so the two overlapped
+    assert time.perf_counter() - started < sum(r.seconds for r in reports)
+    status = await client.status()
+    assert status.completed >= 16 and set(status.stages) == {"init", "run", "eval"}
+    assert {"init_s", "run_s", "eval_s", "run_queue_s", "total_s"} <= set(status.timings)
+
+
+async def test_stop_after_k_usable_results_cancels_the_rest_and_releases_their_sandboxes(stack, client):
+    batch = await client.submit(rows("gold"), samples_per_row=4, stop_after=4)
+    records = await client.results(batch.batch_id)
+    statuses = [r["status"] for r in records]
+    assert len(records) == 20 and set(statuses) <= {"completed", "cancelled"}
+    assert 4 <= statuses.count("completed") <= 8 and statuses[:4] == ["completed"] * 4
+    for record in records:
+        if record["status"] == "cancelled":
+            assert record["failure"]["type"] == "cancelled" and record["_ng_failure_class"] == "cancelled"
+            assert "stop_after" in record["failure"]["message"] and record["reward"] == 0.0
+        else:
+            assert record["reward"] == 1.0 and record["failure"] is None and record["token_ids_contiguous"]
+    assert (await client.progress(batch.batch_id)).model_dump(include={"total", "done", "stop_after"}) == {
+        "total": 20, "done": True, "stop_after": 4,
+    }  # fmt: skip
+    await no_sandboxes_left(stack)
+
+
+async def test_cancel_a_job_then_its_batch_mid_flight(stack, client):
+    batch = await client.submit(rows("gold", 4), samples_per_row=2)
+    await until(lambda: running(client), what="rollouts in RUN")
+    first = await client.cancel_job(batch.job_ids[0])
+    assert first.settled and first.cancelled in ([], [batch.job_ids[0]])
+    started = time.perf_counter()
+    rest = await client.cancel_batch(batch.batch_id)
+    assert rest.settled and time.perf_counter() - started < 5 and rest.cancelled
+    assert batch.job_ids[0] not in rest.cancelled
+    polled = await client.poll(rest.cancelled[0])
+    assert polled.status == "cancelled" and polled.cancel_requested
+    records = await client.results(batch.batch_id)
+    assert len(records) == 8 and {r["job_id"] for r in records} == set(batch.job_ids)
+    assert sum(r["status"] == "cancelled" for r in records) == len(first.cancelled) + len(rest.cancelled)
+    assert (await client.status()).stages["run"]["in_flight"] == 0
+    await no_sandboxes_left(stack)
+
+
+async def test_resubmission_is_idempotent_and_sse_streams_work(stack, client):
+    batch_id = f"idem-{os.getpid()}"
+    first = await client.submit(rows("gold", 1), batch_id=batch_id)
+    again = await client.submit(rows("gold", 1), batch_id=batch_id)
+    assert (again.created, again.new_jobs, again.job_ids) == (False, 0, first.job_ids)
+    with pytest.raises(JobAPIError) as exc:
+        await client.submit(rows("wrong", 1), job_ids=first.job_ids)
+    assert exc.value.status == 409 and first.job_ids[0] in exc.value.detail
+    assert [r["reward"] for r in await client.results(batch_id)] == [1.0]
+    headers = {"Accept": "text/event-stream"}
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{stack.agent_url}/batches/{batch_id}/results", headers=headers) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            events = [line for line in (await response.text()).splitlines() if line.startswith("data: ")]
+    assert [json.loads(e.removeprefix("data: "))["job_id"] for e in events] == first.job_ids
+
+
+async def test_bad_requests_get_a_reason_and_accepted_work_goes_on(stack, client):
+    batch = await client.submit(rows("gold", 2))
+    bad = [
+        ({"environment": "swe"}, rows("gold", 1), 400, "serves ['math', 'math_agent']"),
+        ({}, [rows("gold", 1)[0], {"prompt": "no params"}, 3], 422, "2 malformed rows"),
+        ({}, rows("gold", 1) * 17, 413, "limit of 16 rows"),
+    ]
+    for kwargs, data, status, reason in bad:
+        with pytest.raises(JobAPIError) as exc:
+            await client.submit(data, **kwargs)
+        assert exc.value.status == status and reason in exc.value.detail, exc.value
+    with pytest.raises(ValueError):  # the typed client refuses it before sending
+        await client.submit(rows("gold", 1), sampling={"temperature": -1})
+    async with aiohttp.ClientSession() as http:  # the server too, field by field
+        body = {"rows": rows("gold", 1), "sampling": {"temperature": -1}}
+        async with http.post(f"{stack.agent_url}/jobs", json=body) as response:
+            refusal = await response.json()
+    assert response.status == 422 and refusal["detail"] == "invalid request"
+    assert refusal["errors"][0]["loc"] == ["sampling", "temperature"]
+    with pytest.raises(JobAPIError) as exc:
+        await client.poll("no-such-job")
+    assert exc.value.status == 404
+    records = await client.results(batch.batch_id)
+    assert [r["status"] for r in records] == ["completed", "completed"]
+
+
+async def test_a_dead_policy_endpoint_is_a_policy_error_never_reward_zero(stack, client):
+    batch = await client.submit(rows("gold"), samples_per_row=2)
+    await until(lambda: running(client), what="rollouts in RUN")
+    policy = stack._procs[0]  # the scripted policy: kill it, as if the GPU server died
+    os.killpg(policy.pid, 9)
+    policy.wait()
+    records = await asyncio.wait_for(client.results(batch.batch_id), 60)
+    assert len(records) == 10
+    errors = [r for r in records if r["failure"]]
+    assert errors and all(r["failure"]["type"] == "policy_error" and r["_ng_failure_class"] == "policy_error" for r in errors)
+    assert all(r["reward"] == 1.0 for r in records if not r["failure"])  # never a silent 0
+    status = await client.status()  # the server keeps serving
+    assert status.failed_by_type["policy_error"] >= len(errors) and status.active_jobs == 0
+    late = await client.results((await client.submit(rows("gold", 1))).batch_id)
+    assert late[0]["failure"]["type"] == "policy_error"
+    await no_sandboxes_left(stack)
