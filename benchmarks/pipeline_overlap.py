@@ -43,8 +43,8 @@ def run(pipeline: str, args: argparse.Namespace) -> dict:
         f"+{AGENT}.max_init_workers={args.rollouts}",  # staged: INIT and EVAL never the bottleneck
         f"+{AGENT}.max_eval_workers={args.rollouts}",
     ]
-    with math_stack(overrides, ["--tool-calls", "4"]) as url:
-        return asyncio.run(measure(url, args.rollouts))
+    with math_stack(overrides, ["--tool-calls", "4"]) as bench:
+        return asyncio.run(measure(bench.agent_url, args.rollouts))
 
 
 def main() -> None:

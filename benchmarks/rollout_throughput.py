@@ -1,6 +1,6 @@
 """Rollouts per minute and harness overhead per agent turn, through the real servers.
 
-    python -m benchmarks.rollout_throughput [--rollouts 320] [--concurrency 64] [--baseline-rollouts 96]
+    python -m benchmarks.rollout_throughput [--rollouts 320] [--concurrency 64] [--baseline-rollouts 96] [--warm-pool 8]
 
 5-turn math rollouts (4 `python` tool calls, then the boxed answer) from the scripted
 policy (a stand-in for a GPU model, answering instantly), every rollout in its own sandbox
@@ -22,21 +22,25 @@ import asyncio
 import statistics
 
 from benchmarks.common import emit, raise_fd_limit
-from benchmarks.rollouts import drive, math_rows, math_stack
+from benchmarks.rollouts import Bench, drive, math_rows, math_stack
 
 TARGETS = {"rollouts_per_min": 600, "overhead_per_turn_ms": 15.0, "contiguous_fraction": 1.0}
 AGENT = "math_agent.responses_api_agents.prorl_agent"
+SERVER = "math.resources_servers.math"
 
 
 def per_turn_ms(records: list[dict], part) -> float:
     return round(statistics.fmean(part(r) / r["num_turns"] for r in records) * 1000, 3)
 
 
-def overhead_profile(records: list[dict]) -> dict:
-    """Where a turn's time goes, beyond the tool's own execution in the sandbox."""
+def overhead_profile(records: list[dict], policy_busy_s: float | None = None) -> dict:
+    """Where a turn's time goes. Overhead: what is spent neither executing tools in the sandbox
+    nor inside the policy server (its own busy time, when known: the hop to it is overhead)."""
     t = lambda r, k: r["timings"].get(k, 0.0)  # noqa: E731
-    return {
-        "overhead_per_turn_ms": per_turn_ms(records, lambda r: t(r, "total_s") - t(r, "tool_exec_s")),
+    turns = sum(r["num_turns"] for r in records)
+    policy_share = (policy_busy_s or 0.0) / turns
+    profile = {
+        "overhead_per_turn_ms": per_turn_ms(records, lambda r: t(r, "total_s") - t(r, "tool_exec_s")) - policy_share * 1000,
         "policy_path_per_turn_ms": per_turn_ms(records, lambda r: t(r, "policy_s")),
         "tool_route_overhead_per_turn_ms": per_turn_ms(records, lambda r: t(r, "tools_s") - t(r, "tool_exec_s")),
         "agent_loop_per_turn_ms": per_turn_ms(records, lambda r: t(r, "run_s") - t(r, "policy_s") - t(r, "tools_s")),
@@ -44,16 +48,23 @@ def overhead_profile(records: list[dict]) -> dict:
         "eval_per_rollout_ms": round(statistics.fmean(t(r, "eval_s") for r in records) * 1000, 3),
         "tool_exec_per_turn_ms": per_turn_ms(records, lambda r: t(r, "tool_exec_s")),
     }
+    if policy_busy_s is not None:  # the policy path = the policy server's own time + the hops to it
+        profile["policy_server_per_turn_ms"] = round(policy_share * 1000, 3)
+        profile["policy_hops_per_turn_ms"] = round(profile["policy_path_per_turn_ms"] - policy_share * 1000, 3)
+    profile["overhead_per_turn_ms"] = round(profile["overhead_per_turn_ms"], 3)
+    return profile
 
 
 def throughput(records: list[dict], wall: float) -> float:
     return round(len(records) / wall * 60, 1)
 
 
-async def measure(url: str, rollouts: int, concurrency: int, single_rollouts: int) -> dict:
-    rows = math_rows()
+async def measure(bench: Bench, rollouts: int, concurrency: int, single_rollouts: int) -> dict:
+    rows, url = math_rows(), bench.agent_url
     await drive(url, rows * 2, 8)  # warm-up: page cache, zygote, verifier workers
+    busy = await bench.policy_busy_s()
     single, _ = await drive(url, (rows * 4)[:single_rollouts], 1) if single_rollouts else ([], 0.0)
+    busy = await bench.policy_busy_s() - busy
     records, wall = await drive(url, (rows * (rollouts // len(rows) + 1))[:rollouts], concurrency)
     failed = [r for r in records if r.get("failure")]
     contiguous = [r.get("token_ids_contiguous") is True for r in records]
@@ -64,16 +75,18 @@ async def measure(url: str, rollouts: int, concurrency: int, single_rollouts: in
         "turns_per_rollout": statistics.fmean(r["num_turns"] for r in records),
         "contiguous_fraction": sum(contiguous) / len(contiguous),
     }  # fmt: skip
-    results |= overhead_profile(single) if single else {}
+    results |= overhead_profile(single, busy) if single else {}
     results["at_concurrency"] = overhead_profile(records)
     return results
 
 
-def run(rollouts: int, concurrency: int, single_rollouts: int, zygote: bool) -> dict:
+def run(rollouts: int, concurrency: int, single_rollouts: int, zygote: bool, warm_pool: int) -> dict:
+    """zygote=False: the baseline, a kernel started from scratch in each sandbox on first use."""
     workers = [f"+{AGENT}.{key}={concurrency}" for key in ("max_init_workers", "max_run_workers", "max_eval_workers")]
-    kernel = [f"+math.resources_servers.math.sandbox.kernel_zygote={str(zygote).lower()}"]
-    with math_stack(workers + kernel, ["--tool-calls", "4"]) as url:
-        return asyncio.run(measure(url, rollouts, concurrency, single_rollouts))
+    server = [f"+{SERVER}.sandbox.kernel_zygote={str(zygote).lower()}", f"+{SERVER}.prestart_kernel={str(zygote).lower()}",
+              f"+{SERVER}.warm_pool_size={warm_pool}"]  # fmt: skip
+    with math_stack(workers + server, ["--tool-calls", "4"]) as bench:
+        return asyncio.run(measure(bench, rollouts, concurrency, single_rollouts))
 
 
 def main() -> None:
@@ -81,11 +94,13 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=320)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--baseline-rollouts", type=int, default=96, help="0: skip the fresh-kernel baseline")
+    parser.add_argument("--warm-pool", type=int, default=8, help="warm_pool_size: sandboxes (kernels running) started ahead")
     args = parser.parse_args()
     raise_fd_limit()
-    results = run(args.rollouts, args.concurrency, single_rollouts=20, zygote=True)
-    if args.baseline_rollouts:
-        baseline = run(args.baseline_rollouts, args.concurrency, single_rollouts=0, zygote=False)
+    results = run(args.rollouts, args.concurrency, single_rollouts=20, zygote=True, warm_pool=args.warm_pool)
+    results["warm_pool_size"] = args.warm_pool
+    if args.baseline_rollouts:  # a kernel started per sandbox on first use, no pool: the design before the zygote
+        baseline = run(args.baseline_rollouts, args.concurrency, single_rollouts=0, zygote=False, warm_pool=0)
         results["baseline_fresh_kernel"] = {k: baseline[k] for k in ("rollouts", "wall_s", "rollouts_per_min", "failures", "contiguous_fraction")}
         results["speedup"] = round(results["rollouts_per_min"] / baseline["rollouts_per_min"], 2)
         results["contiguous_fraction"] = min(results["contiguous_fraction"], baseline["contiguous_fraction"])

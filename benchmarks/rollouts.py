@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import aiohttp
 
@@ -38,9 +39,19 @@ async def drive(url: str, rows: list[dict], concurrency: int) -> tuple[list[dict
 
 @contextmanager
 def math_stack(overrides: list[str], policy_args: list[str]):
-    """configs/math.yaml under ng_run plus the scripted policy; yields the math agent's URL."""
+    """configs/math.yaml under ng_run plus the scripted policy; yields where they listen."""
     with sandbox_root() as root:
         overrides = [f"+math.resources_servers.math.sandbox.root_dir={root}", *overrides]
         log_dir = REPO_ROOT / "results" / "bench" / "logs"
         with Stack(["configs/math.yaml"], overrides=overrides, policy_data=[str(MATH_EXAMPLE)], policy_args=policy_args, log_dir=log_dir) as stack:
-            yield asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", "math_agent"))
+            yield Bench(asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", "math_agent")), f"http://127.0.0.1:{stack.policy_port}")
+
+
+@dataclass
+class Bench:
+    agent_url: str
+    policy_url: str  # the scripted policy's own root (GET /stats: its busy time)
+
+    async def policy_busy_s(self) -> float:
+        async with aiohttp.ClientSession() as http, http.get(f"{self.policy_url}/stats") as response:
+            return (await response.json())["busy_s"]

@@ -44,6 +44,9 @@ class SandboxResourcesServerConfig(BaseResourcesServerConfig):
     warm_pool_size: int = 0  # sandboxes started ahead, so INIT is an acquire
     verifier_workers: int = 0  # 0: this environment does not use the verifier pool
     verify_timeout_s: float = 20.0
+    # When the python tool is offered, start each sandbox's Python kernel in the background
+    # as soon as the sandbox exists (at INIT, or in the warm pool) instead of in the first call.
+    prestart_kernel: bool = True
     eval_delay_s: float = 0.0  # added to every EVAL: stands in for a slow verifier (benchmarks/pipeline_overlap)
 
 
@@ -84,8 +87,9 @@ class SandboxResourcesServer(SimpleResourcesServer):
             raise ValueError(f"unknown tools {unknown}; known: {sorted(TOOLS | extra)}")
         self._tools = [extra.get(name) or TOOLS[name] for name in self.config.tools]
         self._sessions = SandboxSessions(
-            self.config.sandbox, idle_ttl_s=self.config.session_idle_ttl_s, pool_size=self.config.warm_pool_size
-        )
+            self.config.sandbox, idle_ttl_s=self.config.session_idle_ttl_s, pool_size=self.config.warm_pool_size,
+            warm_kernels=self.config.prestart_kernel and "python" in self.config.tools,
+        )  # fmt: skip
         if self.config.verifier_workers:
             self._verifiers = VerifierPool(self.config.verifier_workers, timeout_s=self.config.verify_timeout_s)
         app.get("/tools")(self.list_tools)

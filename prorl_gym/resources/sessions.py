@@ -28,11 +28,12 @@ class UnknownSessionError(LookupError):
 
 
 class SandboxSessions:
-    def __init__(self, spec: SandboxSpec, idle_ttl_s: float = 3600.0, pool_size: int = 0):
+    def __init__(self, spec: SandboxSpec, idle_ttl_s: float = 3600.0, pool_size: int = 0, warm_kernels: bool = False):
         self.spec = spec
         self.idle_ttl_s = idle_ttl_s
         self.zygote = kernel_zygote_for(spec)
-        self.pool = SandboxPool(spec, pool_size, zygote=self.zygote) if pool_size else None
+        self._prepare = Sandbox.warm_up_kernel if warm_kernels else None  # every new sandbox, pooled or not
+        self.pool = SandboxPool(spec, pool_size, zygote=self.zygote, prepare=self._prepare) if pool_size else None
         self._sandboxes: dict[str, Sandbox] = {}
         self._last_used: dict[str, float] = {}
         self._sweeper: asyncio.Task | None = None
@@ -71,6 +72,8 @@ class SandboxSessions:
             sandbox = await create_sandbox(spec, zygote=self.zygote if same_python else None)
         else:
             sandbox = await (self.pool.acquire() if self.pool else create_sandbox(self.spec, zygote=self.zygote))
+        if self._prepare:
+            self._prepare(sandbox)
         self._sandboxes[session_id] = sandbox
         self._last_used[session_id] = time.monotonic()
         return sandbox

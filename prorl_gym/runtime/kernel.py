@@ -251,6 +251,16 @@ class IPythonKernel:
 
         loop.add_reader(self._pidfd, on_exit)
 
+    async def warm_up(self) -> None:
+        """Start the kernel now unless it runs; an execution arriving meanwhile waits for it."""
+        async with self._lock:
+            await self._ensure_started()
+
+    async def _ensure_started(self) -> None:
+        if not self.alive:
+            await self.close()
+            await self.start()
+
     async def close(self, exit_wait_s: float = 0.0) -> None:
         """Kill the kernel; exit_wait_s: first let it exit by itself (see PtyShell.close)."""
         if self._client is not None:
@@ -282,9 +292,7 @@ class IPythonKernel:
         """Run `code`; errors come back as a traceback, a hang as timed_out, never as a raise."""
         async with self._lock:
             restarted = False
-            if not self.alive:
-                await self.close()
-                await self.start()
+            await self._ensure_started()
             started = time.perf_counter()
             capture = BoundedOutput(limit=self.output_limit)
             result = PythonResult(output="")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
 from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox.sandbox import Sandbox, SandboxError, create_sandbox
@@ -19,9 +20,11 @@ log = logging.getLogger(__name__)
 
 
 class SandboxPool:
-    def __init__(self, spec: SandboxSpec, size: int, max_parallel_starts: int = 4, zygote: KernelZygote | None = None):
+    def __init__(self, spec: SandboxSpec, size: int, max_parallel_starts: int = 4, zygote: KernelZygote | None = None,
+                 prepare: Callable[[Sandbox], None] | None = None):  # fmt: skip
         self.spec = spec
         self._zygote = zygote
+        self._prepare = prepare  # run on each new pooled sandbox (e.g. start its kernel in the background)
         self.size = size
         self._ready: asyncio.Queue[Sandbox] = asyncio.Queue()
         self._starting = 0
@@ -69,6 +72,8 @@ class SandboxPool:
         if self._closed:
             await sandbox.close()
         else:
+            if self._prepare:
+                self._prepare(sandbox)
             self._ready.put_nowait(sandbox)
 
     async def close(self) -> None:

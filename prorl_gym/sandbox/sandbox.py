@@ -11,6 +11,7 @@ Backends decide where it runs (`local`, ...); the drivers here are the same for 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 from pathlib import Path
 
@@ -51,6 +52,7 @@ class Sandbox:
         self._shell = self._new_shell(spec.output_limit_bytes)
         self._file_shell = self._new_shell(spec.output_limit_bytes)
         self._kernel: IPythonKernel | None = None
+        self._kernel_warm_up: asyncio.Task | None = None
         self._lazy_start = asyncio.Lock()  # the kernel and the file shell start on first use
         self.files = SandboxFiles(self._file_shell, placement.workspace)
         self.edit_history: dict[str, list[str | None]] = {}  # the editor tool's undo stack, per file
@@ -89,7 +91,12 @@ class Sandbox:
         self.closed = True
         # The placement first: it ends every process inside, so the shells' and kernel's
         # host-side wrappers see their child exit and are reaped here, not by the host's init.
+        warm_up = self._kernel_warm_up
+        if warm_up is not None:
+            warm_up.cancel()
         await self.placement.close()
+        if warm_up is not None:  # over before the kernel is closed, so that it cannot start one after
+            await asyncio.wait([warm_up], timeout=EXIT_WAIT_S)
         closers = [self._shell.close(EXIT_WAIT_S), self._file_shell.close(EXIT_WAIT_S)]
         if self._kernel is not None:
             closers.append(self._kernel.close(EXIT_WAIT_S))
@@ -114,6 +121,24 @@ class Sandbox:
 
     async def python(self, code: str, timeout: float | None = None) -> PythonResult:
         """Run code in the sandbox's IPython kernel, starting it on first use."""
+        kernel = await self._get_kernel()
+        try:
+            return await kernel.execute(code, timeout or self.spec.python_timeout_s)
+        except KernelError as exc:  # the environment failed, not the code: a typed sandbox error
+            raise SandboxKernelError(f"sandbox {self.id}: {exc}") from exc
+
+    def warm_up_kernel(self) -> None:
+        """Start the kernel in the background, e.g. while the policy writes its first turn;
+        python() waits for it. A failure here is left for python() to retry and report."""
+        self._check_open()
+        if self._kernel_warm_up is None:
+            self._kernel_warm_up = asyncio.create_task(self._warm_up_kernel(), name=f"kernel warm-up {self.id}")
+
+    async def _warm_up_kernel(self) -> None:
+        with contextlib.suppress(KernelError, SandboxError):
+            await (await self._get_kernel()).warm_up()
+
+    async def _get_kernel(self) -> IPythonKernel:
         self._check_open()
         async with self._lazy_start:
             if self._kernel is None:
@@ -124,10 +149,7 @@ class Sandbox:
                     interrupt_grace_s=max(self.spec.interrupt_grace_s, 1.0),
                     zygote=self._zygote if self.placement.init_pid is not None or self.spec.isolation == "none" else None,
                 )
-        try:
-            return await self._kernel.execute(code, timeout or self.spec.python_timeout_s)
-        except KernelError as exc:  # the environment failed, not the code: a typed sandbox error
-            raise SandboxKernelError(f"sandbox {self.id}: {exc}") from exc
+            return self._kernel
 
     async def _files(self) -> SandboxFiles:
         self._check_open()

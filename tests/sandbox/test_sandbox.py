@@ -44,6 +44,26 @@ async def test_kernel_starts_only_when_python_is_used(sandbox: Sandbox):
     assert sandbox._kernel is not None and sandbox._kernel.alive
 
 
+async def test_a_warmed_up_kernel_serves_the_first_call_and_keeps_its_state(sandbox: Sandbox):
+    sandbox.warm_up_kernel()
+    sandbox.warm_up_kernel()  # once is enough: a second call starts nothing more
+    first = await sandbox.python("import os; x = os.getpid()")  # waits for the start in flight
+    assert first.output == "" and not first.kernel_restarted
+    assert (await sandbox.python("print(x == os.getpid())")).output == "True\n"
+
+
+async def test_closing_while_the_kernel_warms_up_leaves_nothing(sandbox_spec):
+    sandbox = await create_sandbox(sandbox_spec)
+    sandbox.warm_up_kernel()
+    await asyncio.sleep(0.01)  # the start is under way
+    await sandbox.close()
+    assert sandbox._kernel_warm_up.done()
+    assert sandbox._kernel is None or not sandbox._kernel.alive
+    await asyncio.sleep(0.1)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert sandbox.id not in ps and not (Path(sandbox_spec.root_dir) / sandbox.id).exists()
+
+
 async def test_close_kills_every_process_including_escapees(sandbox_spec):
     sandbox = await create_sandbox(sandbox_spec)
     await sandbox.bash("sleep 300 & setsid sleep 301 & (sleep 302 &) ; nohup sleep 303 >/dev/null 2>&1 &")
