@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from prorl_gym.pipeline.metrics import rollout_metrics
-from prorl_gym.stack import REPO_ROOT, Stack, StackError
+from prorl_gym.stack import REPO_ROOT, Stack, StackError, run_cli
 
 
 @dataclass(frozen=True)
@@ -91,8 +91,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print("interrupted; everything started was stopped", file=sys.stderr)
-        sys.exit(130)
+    run_cli(main)

@@ -17,8 +17,10 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 from prorl_gym.runtime.process import kill_session
 
@@ -155,3 +157,12 @@ class Stack:
         finally:
             if in_main:
                 signal.signal(signal.SIGINT, previous)
+
+
+def run_cli(main: Callable[[], int]) -> NoReturn:
+    """Exit with main()'s code; Ctrl-C is an orderly stop (the stacks stop in their finally)."""
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("interrupted; everything started was stopped", file=sys.stderr)
+        sys.exit(130)

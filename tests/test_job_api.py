@@ -145,7 +145,8 @@ async def test_resubmission_is_idempotent_and_sse_streams_work(stack, client):
     with pytest.raises(JobAPIError) as exc:
         await client.submit(rows("wrong", 1), job_ids=first.job_ids)
     assert exc.value.status == 409 and first.job_ids[0] in exc.value.detail
-    assert [r["reward"] for r in await client.results(batch_id)] == [1.0]
+    records = await client.results(batch_id)
+    assert [r["reward"] for r in records] == [1.0], [r["failure"] for r in records]
     headers = {"Accept": "text/event-stream"}
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{stack.agent_url}/batches/{batch_id}/results", headers=headers) as response:
@@ -177,7 +178,7 @@ async def test_bad_requests_get_a_reason_and_accepted_work_goes_on(stack, client
         await client.poll("no-such-job")
     assert exc.value.status == 404
     records = await client.results(batch.batch_id)
-    assert [r["status"] for r in records] == ["completed", "completed"]
+    assert [r["status"] for r in records] == ["completed", "completed"], [r["failure"] for r in records]
 
 
 async def test_a_dead_policy_endpoint_is_a_policy_error_never_reward_zero(stack, client):

@@ -25,7 +25,7 @@ from pathlib import Path
 from prorl_gym.evaluation.report import build_report
 from prorl_gym.evaluation.run import SCRIPTED_MODES, Policy, run
 from prorl_gym.evaluation.splits import ENVS, SplitError, resolve
-from prorl_gym.stack import REPO_ROOT, StackError
+from prorl_gym.stack import REPO_ROOT, StackError, run_cli
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -110,8 +110,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        print("interrupted; everything started was stopped", file=sys.stderr)
-        sys.exit(130)
+    run_cli(main)

@@ -70,19 +70,37 @@ class KernelZygote:
         if self._channel is None:
             raise ZygoteError("the kernel zygote is not running")
         request = json.dumps({"init_pid": init_pid, "env": env, "cwd": cwd, "argv": argv, "rlimits": rlimits})
-        loop = asyncio.get_running_loop()
-        async with self._lock:
-            try:
-                socket.send_fds(self._channel, [request.encode()], fds)  # small: the buffer takes it at once
-                reply = await loop.sock_recv(self._channel, 4096)
-            except OSError as exc:
-                raise ZygoteError(f"the kernel zygote is gone: {exc}") from exc
-        if not reply:
-            raise ZygoteError("the kernel zygote exited")
+        # One request, one reply, in order: a caller cancelled in between must not leave its
+        # reply to the next request. So the exchange is a task of its own that always runs to
+        # its end (with its own copies of the fds), and a kernel started for a caller that
+        # has gone is killed.
+        exchange = asyncio.ensure_future(self._exchange(request.encode(), [os.dup(fd) for fd in fds]))
+        try:
+            reply = await asyncio.shield(exchange)
+        except asyncio.CancelledError:
+            exchange.add_done_callback(_kill_unclaimed_kernel)
+            raise
         result = json.loads(reply)
         if "pid" not in result:
             raise ZygoteError(f"the kernel zygote could not start a kernel: {result.get('error')}")
         return int(result["pid"])
+
+    async def _exchange(self, request: bytes, fds: list[int]) -> bytes:
+        try:
+            async with self._lock:
+                if self._channel is None:
+                    raise ZygoteError("the kernel zygote is not running")
+                try:
+                    socket.send_fds(self._channel, [request], fds)  # small: the buffer takes it at once
+                    reply = await asyncio.get_running_loop().sock_recv(self._channel, 4096)
+                except OSError as exc:
+                    raise ZygoteError(f"the kernel zygote is gone: {exc}") from exc
+        finally:
+            for fd in fds:
+                os.close(fd)
+        if not reply:
+            raise ZygoteError("the kernel zygote exited")
+        return reply
 
     async def close(self) -> None:
         if self._channel is not None:
@@ -93,3 +111,11 @@ class KernelZygote:
                 signal_group(self.pid, 9)
                 await reap(self.pid)
             self.pid = -1
+
+
+def _kill_unclaimed_kernel(exchange: asyncio.Future[bytes]) -> None:
+    if exchange.cancelled() or exchange.exception() is not None:
+        return
+    pid = json.loads(exchange.result()).get("pid")
+    if pid:
+        signal_group(int(pid), 9)  # its own session: the kernel and anything it started

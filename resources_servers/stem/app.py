@@ -10,13 +10,13 @@ symbolic ones with math-verify in the verifier pool. A malformed spec is an eval
 from __future__ import annotations
 
 import asyncio
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from pydantic import Field, PrivateAttr, field_validator
 
+from prorl_gym.lifespan import run_with_app
 from prorl_gym.resources.server import (
     SandboxResourcesServer,
     SandboxResourcesServerConfig,
@@ -68,17 +68,7 @@ class StemResourcesServer(SandboxResourcesServer):
         self._search = make_backend(self.config.search, HERE)  # the BM25 index is built here, once
         parse_spec({"kind": "numeric", "value": 1.0, "unit": "m/s"})  # load pint's registry now, not in a rollout
         app = super().setup_webserver()
-        inner_lifespan = app.router.lifespan_context
-
-        @asynccontextmanager
-        async def lifespan(app_: FastAPI):
-            try:
-                async with inner_lifespan(app_) as state:
-                    yield state
-            finally:
-                await self._search.close()
-
-        app.router.lifespan_context = lifespan
+        run_with_app(app, None, self._search.close)
         return app
 
     def extra_tools(self) -> list[Tool]:

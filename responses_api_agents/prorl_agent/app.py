@@ -20,7 +20,7 @@ import json
 import logging
 import time
 import traceback
-from contextlib import asynccontextmanager, nullcontext, suppress
+from contextlib import nullcontext, suppress
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
@@ -30,9 +30,10 @@ from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, Body,
 from nemo_gym.config_types import ModelServerRef, ResourcesServerRef
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from nemo_gym.server_utils import get_response_json
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from prorl_gym.client import Batch, CancelResult, JobLimits, StopAfter, SubmitRequest
+from prorl_gym.lifespan import run_with_app
 from prorl_gym.pipeline.failures import Failure, FailureType, RolloutFailure, Stage
 from prorl_gym.pipeline.jobs import JobError, JobManager
 from prorl_gym.pipeline.metrics import rollout_metrics
@@ -60,6 +61,13 @@ class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
     # design staged pipelines replace; kept as the baseline of benchmarks/pipeline_overlap).
     pipeline: Literal["staged", "coupled"] = "staged"
     jobs: JobLimits = Field(default_factory=JobLimits)  # bounds of the job API
+
+    @field_validator("num_workers")
+    @classmethod
+    def _one_process(cls, value: int | None) -> int | None:
+        if value not in (None, 1):  # stage pools and jobs live in the process: several would split them
+            raise ValueError("the ProRL agent keeps its pipeline and jobs in one process: num_workers must be 1")
+        return value
 
 
 class ProRLRunRequest(BaseRunRequest):
@@ -238,16 +246,8 @@ class ProRLAgent(SimpleResponsesAPIAgent):
     # ------------------------------------------------------------------ the job API (docs/job_api.md)
 
     def _mount_job_routes(self, app: FastAPI) -> None:
-        jobs, lifespan = self._jobs, app.router.lifespan_context
-
-        @asynccontextmanager
-        async def run_jobs(app: FastAPI):  # started inside the server's event loop; at shutdown, jobs are cancelled
-            jobs.start()
-            async with lifespan(app) as state:
-                yield state
-            await jobs.close()
-
-        app.router.lifespan_context = run_jobs
+        jobs = self._jobs
+        run_with_app(app, jobs.start, jobs.close)  # at shutdown, running jobs are cancelled
         app.add_exception_handler(JobError, lambda _, exc: JSONResponse({"detail": exc.detail, **exc.extra}, exc.status))
 
         @app.post("/jobs")

@@ -14,7 +14,6 @@ inherited; what changes is which endpoint serves a request and how long it may t
 Run it with one uvicorn worker (the default): routing state lives in the process.
 """
 
-from contextlib import asynccontextmanager
 from contextvars import ContextVar
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -30,7 +29,9 @@ from nemo_gym.openai_utils import (
 from nemo_gym.server_utils import SESSION_ID_KEY, is_nemo_gym_fastapi_entrypoint
 from pydantic import BaseModel, PrivateAttr, model_validator
 from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
-from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from prorl_gym.lifespan import run_with_app
 
 from responses_api_models.balanced_vllm_model.balancer import Unavailable, normalize_url
 from responses_api_models.balanced_vllm_model.pool import BalancerSettings, EndpointPool, Lease
@@ -79,25 +80,9 @@ class BalancedVLLMModel(VLLMModel):
         app.post("/endpoints")(self.add_endpoint)
         app.delete("/endpoints")(self.remove_endpoint)
 
-        @app.middleware("http")
-        async def endpoint_header(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-            response = await call_next(request)
-            if url := getattr(request.state, "policy_endpoint", None):
-                response.headers[ENDPOINT_HEADER] = url
-            return response
+        app.add_middleware(EndpointHeader)
 
-        inner_lifespan = app.router.lifespan_context
-
-        @asynccontextmanager
-        async def lifespan(app_: FastAPI):
-            await self._pool.start()  # health checks run from here until shutdown
-            try:
-                async with inner_lifespan(app_) as state:
-                    yield state
-            finally:
-                await self._pool.close()
-
-        app.router.lifespan_context = lifespan
+        run_with_app(app, self._pool.start, self._pool.close)  # health checks run from here until shutdown
         return app
 
     # ------------------------------------------------------------------ policy calls
@@ -157,6 +142,26 @@ class BalancedVLLMModel(VLLMModel):
         except (KeyError, ValueError) as e:
             raise HTTPException(status_code=404, detail=f"endpoint {body.url} is not in the pool") from e
         return endpoint.view() | {"removed": True}
+
+
+class EndpointHeader:
+    """Names the endpoint that served a call in a response header. Plain ASGI: a
+    BaseHTTPMiddleware would cost about a millisecond per policy call."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        state = scope.setdefault("state", {})  # request.state writes here, also from inner scopes
+
+        async def send_with_header(message: Message) -> None:
+            if message["type"] == "http.response.start" and (url := state.get("policy_endpoint")):
+                message["headers"] = [*message.get("headers", []), (ENDPOINT_HEADER.encode(), url.encode())]
+            await send(message)
+
+        await self.app(scope, receive, send_with_header)
 
 
 async def _on_endpoint(lease: Lease, call: Callable[[], Awaitable[T]]) -> T:

@@ -1,6 +1,7 @@
 """Kernels forked by the zygote: inside their sandbox, contained, fresh per sandbox."""
 
 import asyncio
+import subprocess
 
 import pytest
 
@@ -77,3 +78,19 @@ async def test_a_dead_zygote_is_a_typed_sandbox_error(sandboxes, zygote):
     await zygote.close()
     with pytest.raises(SandboxKernelError, match="zygote"):
         await sb.python("1")
+
+
+async def test_a_kernel_start_cancelled_mid_request_leaves_the_next_ones_their_own_replies(sandboxes, zygote):
+    """A sandbox closed while its kernel starts (e.g. a cancelled rollout) cancels a request to
+    the zygote in flight; its late reply must not become the next sandbox's."""
+    doomed = [await sandboxes() for _ in range(3)]
+    for sb in doomed:
+        sb.warm_up_kernel()
+    await asyncio.sleep(0.005)  # the requests are with the zygote
+    await asyncio.gather(*(sb.close() for sb in doomed))
+    survivors = [await sandboxes() for _ in range(3)]
+    results = await asyncio.gather(*(sb.python("import os; print(os.getpid())") for sb in survivors))
+    assert all(not r.kernel_restarted and r.error is None and r.output.strip().isdigit() for r in results), results
+    await asyncio.sleep(0.2)  # kernels started for the closed sandboxes are gone: only the survivors' remain
+    children = subprocess.run(["pgrep", "-P", str(zygote.pid)], capture_output=True, text=True).stdout.split()
+    assert len(children) == 3, children

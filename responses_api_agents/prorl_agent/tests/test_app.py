@@ -119,3 +119,35 @@ def test_a_malformed_row_is_an_init_error(fake):
     )  # fmt: skip
     record = asyncio.run(agent.rollout({"no": "params"}))
     assert record["failure"]["type"] == "init_error" and "malformed row" in record["failure"]["message"]
+
+
+def test_several_worker_processes_are_refused_with_the_reason(fake):
+    with pytest.raises(ValueError, match="num_workers must be 1"):
+        agent_client(fake, num_workers=2)
+
+
+def test_a_cancel_during_init_waits_for_the_sandbox_then_releases_it(fake):
+    seeding = asyncio.Event()
+
+    async def slow_seed(*_):
+        seeding.set()
+        await asyncio.sleep(0.2)  # the server is still starting the sandbox when the cancel lands
+        return FakeResponse(200, {"sandbox_id": "sb"}, cookies={"session": "s1"})
+
+    fake.route("env", "/seed_session", slow_seed)
+    agent = build_server(
+        ProRLAgent, "agent", server_client=fake,
+        resources_server={"type": "resources_servers", "name": "env"},
+        model_server={"type": "responses_api_models", "name": "model"},
+    )  # fmt: skip
+
+    async def cancel_mid_init():
+        task = asyncio.create_task(agent.rollout(ROW))
+        await seeding.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_mid_init())
+    releases = [cookies for _, path, _, cookies in fake.calls if path == "/release"]
+    assert releases and releases[-1].get("session") == "s1"
