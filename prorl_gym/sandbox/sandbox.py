@@ -194,10 +194,21 @@ async def create_sandbox(
         if isinstance(exc, SandboxError):
             raise
         raise SandboxStartError(f"sandbox {sandbox_id} could not be placed: {exc}") from exc
+    writing = None
     try:
         lease = lease_for(sandbox_id, spec.backend, placement, spec.lease_ttl_s)
-        await asyncio.to_thread(write_lease, spec.root_dir, lease)
+        writing = asyncio.ensure_future(asyncio.to_thread(write_lease, spec.root_dir, lease))
+        await asyncio.shield(writing)
     except BaseException:
-        await asyncio.shield(placement.close())
+        await asyncio.shield(_abandon(placement, spec.root_dir, sandbox_id, writing))
         raise
     return await Sandbox(spec, placement, zygote).start()  # closes (and drops the lease) on any failure
+
+
+async def _abandon(placement: Placement, root_dir: str, sandbox_id: str, writing: asyncio.Future | None) -> None:
+    """Undo a placement whose start was cancelled or failed, lease included: a cancelled
+    to_thread() write still runs to its end, so wait for it before removing the file."""
+    if writing is not None:
+        await asyncio.gather(writing, return_exceptions=True)
+    await placement.close()
+    await asyncio.to_thread(remove_lease, root_dir, sandbox_id)

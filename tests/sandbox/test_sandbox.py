@@ -2,10 +2,12 @@ import asyncio
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from prorl_gym.sandbox.leases import read_leases, write_lease
 from prorl_gym.sandbox import (
     EditError,
     Sandbox,
@@ -113,3 +115,25 @@ def test_cli_runs_a_command_and_returns_its_exit_code(sandbox_root):
         capture_output=True, text=True, env=env, timeout=60,
     )  # fmt: skip
     assert bad.returncode == 2 and "unknown sandbox backend" in bad.stderr
+
+
+async def test_a_start_cancelled_while_its_lease_is_written_leaves_no_lease(sandbox_spec, monkeypatch):
+    import prorl_gym.sandbox.sandbox as module
+
+    writing = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def slow_write(root_dir, lease):  # runs in a thread, which a cancel cannot stop
+        loop.call_soon_threadsafe(writing.set)
+        time.sleep(0.3)
+        write_lease(root_dir, lease)
+
+    monkeypatch.setattr(module, "write_lease", slow_write)
+    start = asyncio.create_task(create_sandbox(sandbox_spec))
+    await writing.wait()
+    start.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await start
+    await asyncio.sleep(0.4)  # past the end of the thread's write
+    assert read_leases(sandbox_spec.root_dir) == []
+    assert not [p for p in Path(sandbox_spec.root_dir).iterdir() if not p.name.startswith(".")]
