@@ -101,6 +101,18 @@ async def test_the_training_loop_example_runs_end_to_end(client):
     assert {"init_s", "run_s", "eval_s", "run_queue_s", "total_s"} <= set(status.timings)
 
 
+async def test_the_training_loop_stops_each_step_early_once_k_results_are_usable(stack, client):
+    reports = await training_loop(
+        client, rows("gold", 4), steps=2, prompts_per_step=4, group_size=4, stop_after=6, run_id=f"early-{os.getpid()}",
+    )  # fmt: skip
+    for report in reports:
+        cancelled = report.failures.get("cancelled", 0)
+        assert report.received == report.submitted == 16 and report.usable >= 6 and cancelled > 0
+        assert report.usable + cancelled == 16 and set(report.failures) == {"cancelled"}
+        assert all(r == 1.0 for g in report.groups for r in g.rewards)  # cancelled samples are left out, not scored 0
+    await no_sandboxes_left(stack)
+
+
 async def test_stop_after_k_usable_results_cancels_the_rest_and_releases_their_sandboxes(stack, client):
     batch = await client.submit(rows("gold"), samples_per_row=4, stop_after=4)
     records = await client.results(batch.batch_id)

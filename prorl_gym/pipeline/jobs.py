@@ -27,7 +27,7 @@ from prorl_gym.pipeline.metrics import percentile
 
 log = logging.getLogger(__name__)
 Rollout = Callable[[dict], Awaitable[dict]]
-TIMING_KEYS = ("init_queue_s", "init_s", "run_queue_s", "run_s", "eval_queue_s", "eval_s", "total_s", "policy_s", "tools_s")
+TIMING_KEYS = ("init_queue_s", "init_s", "run_queue_s", "run_s", "eval_queue_s", "eval_s", "total_s", "policy_s", "tools_s", "tool_exec_s")
 
 
 class JobError(Exception):
