@@ -89,11 +89,11 @@ class Sandbox:
         if self.closed:
             return
         self.closed = True
-        # The placement first: it ends every process inside, so the shells' and kernel's
-        # host-side wrappers see their child exit and are reaped here, not by the host's init.
         warm_up = self._kernel_warm_up
         if warm_up is not None:
             warm_up.cancel()
+        # The placement first: it ends every process inside, so the shells' and kernel's
+        # host-side wrappers see their child exit and are reaped here, not by the host's init.
         await self.placement.close()
         if warm_up is not None:  # over before the kernel is closed, so that it cannot start one after
             await asyncio.wait([warm_up], timeout=EXIT_WAIT_S)
