@@ -112,6 +112,8 @@ class IPythonKernel:
         self.interrupt_grace_s = interrupt_grace_s
         self._lock = asyncio.Lock()
         self._client: AsyncKernelClient | None = None
+        self._reading: asyncio.Future | None = None  # the iopub read in progress
+        self._reading_stopped = False
         self.pid = -1
         self._exited: asyncio.Future[None] | None = None
         self._pidfd = -1
@@ -121,6 +123,7 @@ class IPythonKernel:
         return self._client is not None and self._exited is not None and not self._exited.done()
 
     async def start(self) -> None:
+        self._reading_stopped = False
         host = self._host
         token = secrets.token_hex(6)
         socket_dir = host.socket_dir / f"k{token}"
@@ -261,8 +264,17 @@ class IPythonKernel:
             await self.close()
             await self.start()
 
+    def stop_reading(self) -> None:
+        """Read nothing more from the kernel; called before it is killed from outside. libzmq
+        aborts the whole process (fq.cpp `!_more`) when a peer's pipe ends in the middle of
+        a multipart message being read. An execution in progress ends as if the kernel died."""
+        self._reading_stopped = True
+        if self._reading is not None:
+            self._reading.cancel()
+
     async def close(self, exit_wait_s: float = 0.0) -> None:
         """Kill the kernel; exit_wait_s: first let it exit by itself (see PtyShell.close)."""
+        self.stop_reading()
         if self._client is not None:
             self._client.stop_channels()
             self._client = None
@@ -319,10 +331,15 @@ class IPythonKernel:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout"
-            get = asyncio.ensure_future(self._client.get_iopub_msg(timeout=remaining))
+            if self._reading_stopped:  # the kernel is being killed
+                return "dead"
+            get = self._reading = asyncio.ensure_future(self._client.get_iopub_msg(timeout=remaining))
             await asyncio.wait({get, self._exited}, return_when=asyncio.FIRST_COMPLETED)
+            self._reading = None
             if not get.done():
                 get.cancel()
+                return "dead"
+            if get.cancelled():  # stop_reading()
                 return "dead"
             try:
                 msg = get.result()
@@ -346,6 +363,8 @@ class IPythonKernel:
 
     def _interrupt(self) -> None:
         """Ask the kernel to SIGINT itself (works across namespaces, unlike our signals)."""
+        if self._client is None:
+            return
         msg = self._client.session.msg("interrupt_request", content={})
         self._client.control_channel.send(msg)
 

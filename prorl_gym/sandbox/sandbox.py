@@ -92,6 +92,8 @@ class Sandbox:
         warm_up = self._kernel_warm_up
         if warm_up is not None:
             warm_up.cancel()
+        if self._kernel is not None:  # no reads while the kernel dies (see IPythonKernel.stop_reading)
+            self._kernel.stop_reading()
         # The placement first: it ends every process inside, so the shells' and kernel's
         # host-side wrappers see their child exit and are reaped here, not by the host's init.
         await self.placement.close()

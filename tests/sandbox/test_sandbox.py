@@ -67,15 +67,17 @@ async def test_closing_while_the_kernel_warms_up_leaves_nothing(sandbox_spec):
 
 
 async def test_close_kills_every_process_including_escapees(sandbox_spec):
+    n = os.getpid() * 10  # durations of our own: other tests' sleeps on this host do not count
     sandbox = await create_sandbox(sandbox_spec)
-    await sandbox.bash("sleep 300 & setsid sleep 301 & (sleep 302 &) ; nohup sleep 303 >/dev/null 2>&1 &")
-    await sandbox.python("import subprocess; p = subprocess.Popen(['sleep', '304'], start_new_session=True)")
+    await sandbox.bash(f"sleep {n} & setsid sleep {n + 1} & (sleep {n + 2} &) ; nohup sleep {n + 3} >/dev/null 2>&1 &")
+    await sandbox.python(f"import subprocess; p = subprocess.Popen(['sleep', '{n + 4}'], start_new_session=True)")
     private_dir = Path(sandbox_spec.root_dir) / sandbox.id
     assert private_dir.exists()
+    ours = {f"sleep {n + k}" for k in range(5)}
+    assert ours <= set(_ps())
     await sandbox.close()
     await asyncio.sleep(0.1)
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert not [line for line in ps.splitlines() if line.startswith("sleep 30")]
+    assert not ours & set(_ps())
     assert not private_dir.exists()
     with pytest.raises(SandboxClosedError):
         await sandbox.bash("true")
@@ -137,3 +139,20 @@ async def test_a_start_cancelled_while_its_lease_is_written_leaves_no_lease(sand
     await asyncio.sleep(0.4)  # past the end of the thread's write
     assert read_leases(sandbox_spec.root_dir) == []
     assert not [p for p in Path(sandbox_spec.root_dir).iterdir() if not p.name.startswith(".")]
+
+
+async def test_closing_a_sandbox_while_its_kernel_streams_output_ends_the_call(sandbox_spec):
+    """The kill of a kernel whose output is being read must neither hang the call nor crash
+    this process (libzmq aborts when a pipe ends mid-message: sockets are closed first)."""
+    for _ in range(5):
+        sandbox = await create_sandbox(sandbox_spec)
+        await sandbox.python("1")
+        chatty = asyncio.create_task(sandbox.python("while True: print('x' * 2000, flush=True)", timeout=30))
+        await asyncio.sleep(0.3)  # output is streaming
+        await sandbox.close()
+        result = await asyncio.wait_for(chatty, 10)
+        assert result.kernel_restarted and "x" * 2000 in result.output
+
+
+def _ps() -> list[str]:
+    return subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout.splitlines()
