@@ -16,21 +16,24 @@ OWNER = textwrap.dedent(
     import asyncio, sys
     from prorl_gym.sandbox import SandboxSpec, create_sandbox
 
-    async def main(root):
+    async def main(root, mark):
         for isolation in ("required", "none"):
             sb = await create_sandbox(SandboxSpec(root_dir=root, isolation=isolation))
-            await sb.bash(f"sleep 4242.{len(isolation)} & setsid sleep 4243.{len(isolation)} & true")
+            await sb.bash(f"sleep {mark}.{len(isolation)} & setsid sleep {mark + 1}.{len(isolation)} & true")
         print("ready", flush=True)
         await asyncio.sleep(3600)
 
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(sys.argv[1], int(sys.argv[2])))
     """
 )
 
 
+MARK = os.getpid() * 10  # sleep durations of this run only: nothing else on the host counts
+
+
 def marked_processes() -> list[str]:
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return [line for line in ps.splitlines() if line.startswith(("sleep 4242", "sleep 4243"))]
+    return [line for line in ps.splitlines() if line.startswith((f"sleep {MARK}.", f"sleep {MARK + 1}."))]
 
 
 async def test_close_removes_the_lease(sandbox_spec):
@@ -42,10 +45,13 @@ async def test_close_removes_the_lease(sandbox_spec):
 
 
 async def test_nothing_of_a_killed_servers_sandboxes_survives_the_reaper(sandbox_root):
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, sandbox_root], stdout=subprocess.PIPE, text=True)
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, sandbox_root, str(MARK)], stdout=subprocess.PIPE, text=True)
     try:
         assert owner.stdout.readline().strip() == "ready"
         assert len(read_leases(sandbox_root)) == 2
+        deadline = time.monotonic() + 10
+        while len(marked_processes()) < 4 and time.monotonic() < deadline:  # background jobs exec a moment later
+            await asyncio.sleep(0.05)
         assert len(marked_processes()) == 4
     finally:
         owner.send_signal(signal.SIGKILL)
