@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -12,13 +11,14 @@ import aiohttp
 
 from benchmarks.common import sandbox_root
 from prorl_gym.client import agent_url
+from prorl_gym.jsonl import read_jsonl
 from prorl_gym.stack import REPO_ROOT, Stack
 
 MATH_EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 
 
 def math_rows() -> list[dict]:
-    return [json.loads(line) for line in MATH_EXAMPLE.read_text().splitlines()]
+    return read_jsonl(MATH_EXAMPLE)
 
 
 async def drive(url: str, rows: list[dict], concurrency: int) -> tuple[list[dict], float]:

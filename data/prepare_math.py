@@ -17,6 +17,7 @@ from pathlib import Path
 
 import reasoning_gym
 
+from prorl_gym.jsonl import write_jsonl
 from resources_servers.math.prompts import build_row
 
 # generator -> checker kind. math_verify handles symbolic/numeric equivalence (roots in
@@ -80,14 +81,6 @@ def make_row(generator: str, dataset, entry: dict, split: str, index: int) -> di
         checker=checker,
         generator=generator,
     )
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
-    print(f"wrote {len(rows)} rows to {path}")
 
 
 def main() -> None:

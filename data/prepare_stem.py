@@ -31,6 +31,7 @@ from pathlib import Path
 
 import yaml
 
+from prorl_gym.jsonl import read_jsonl, write_jsonl
 from prorl_gym.verify.answers import extract_boxed
 from prorl_gym.verify.stem_check import AnswerSpecError, parse_quantity, parse_spec
 from resources_servers.stem.prompts import build_row
@@ -118,7 +119,7 @@ def _records(path: Path) -> list[dict]:
     if path.suffix == ".csv":
         with path.open(newline="") as f:
             return list(csv.DictReader(f))
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_jsonl(path)
 
 
 def convert_gpqa(path: Path, seed: int, skipped: Counter) -> list[dict]:
@@ -144,14 +145,6 @@ def convert_gpqa(path: Path, seed: int, skipped: Counter) -> list[dict]:
 # ------------------------------------------------------------------ main
 
 
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    print(f"wrote {len(rows)} rows to {path}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scp", type=Path, nargs="*", default=[DATA / "samples" / "scp116k_sample.jsonl"])
@@ -161,9 +154,9 @@ def main() -> None:
     args = parser.parse_args()
 
     hand = hand_rows(DATA / "questions.yaml")
-    write_jsonl(args.out / "stem.jsonl", hand)
+    write_jsonl(args.out / "stem.jsonl", hand, ensure_ascii=False)
     by_id = {row["task_id"].rsplit("/", 1)[-1]: row for row in hand}
-    write_jsonl(args.out / "example.jsonl", [by_id[i] for i in EXAMPLE_IDS])
+    write_jsonl(args.out / "example.jsonl", [by_id[i] for i in EXAMPLE_IDS], ensure_ascii=False)
 
     skipped: Counter = Counter()
     converted = [row for p in args.scp for row in convert_scp(p, skipped)]
@@ -177,7 +170,7 @@ def main() -> None:
         seen.add(user_message_of(row))
         row["task_id"] = f"stem/train/{row['origin']}-{len(train):05d}"
         train.append(row)
-    write_jsonl(args.out / "train.jsonl", train)
+    write_jsonl(args.out / "train.jsonl", train, ensure_ascii=False)
     print(f"skipped: {dict(skipped) or 'none'}")
 
 

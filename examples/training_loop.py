@@ -27,9 +27,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from prorl_gym.client import Batch, JobAPIError, ProRLClient, agent_url
+from prorl_gym.jsonl import read_jsonl
 
 EXAMPLE_ROWS = "resources_servers/math/data/example.jsonl"
 
@@ -130,12 +130,8 @@ async def training_loop(
     return reports
 
 
-def read_rows(path: str | Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
 async def run(args: argparse.Namespace, head_url: str | None = None) -> None:
-    rows, url = read_rows(args.data), args.agent_url or await agent_url(head_url or args.head_url, args.agent)
+    rows, url = read_jsonl(args.data), args.agent_url or await agent_url(head_url or args.head_url, args.agent)
     async with ProRLClient(url) as client:
         reports = await training_loop(
             client, rows, steps=args.steps, prompts_per_step=args.prompts, group_size=args.group_size,

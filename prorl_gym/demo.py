@@ -12,15 +12,13 @@ end, also on Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from prorl_gym.pipeline.metrics import rollout_metrics
-from prorl_gym.stack import REPO_ROOT, Stack, StackError, run_cli
+from prorl_gym.stack import REPO_ROOT, Stack, StackError, collected_records, run_cli
 
 
 @dataclass(frozen=True)
@@ -36,14 +34,6 @@ ENVIRONMENTS = [
     for name in ("math", "code", "stem", "swe")
 ]
 ALL_CONFIG = "configs/all.yaml"
-
-
-def read_records(output: Path) -> list[dict]:
-    records = []
-    for path in (output, output.with_name(output.stem + "_failures.jsonl")):
-        if path.exists():
-            records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return records
 
 
 def summary(env: Environment, records: list[dict], seconds: float) -> str:
@@ -81,7 +71,7 @@ def main() -> int:
                 output = out_dir / f"{env.name}_rollouts.jsonl"
                 started = time.perf_counter()
                 stack.collect(env.agent, env.example, output, num_repeats=args.repeats)
-                lines.append(summary(env, read_records(output), time.perf_counter() - started))
+                lines.append(summary(env, collected_records(output), time.perf_counter() - started))
                 print(lines[-1], flush=True)
     except StackError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)

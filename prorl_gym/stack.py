@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from prorl_gym.jsonl import read_jsonl
 from prorl_gym.runtime.process import kill_session
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -131,14 +132,19 @@ class Stack:
             time.sleep(0.2)
         raise StackError(f"ng_run not ready within {self.ready_timeout_s}s; see {log}")
 
-    def collect(self, agent: str, input_jsonl: str | Path, output_jsonl: str | Path, num_repeats: int = 1,
-                extra: list[str] | None = None, timeout_s: float = 1800) -> subprocess.CompletedProcess:  # fmt: skip
-        """Run NeMo Gym's ng_collect_rollouts against this stack."""
-        argv = [
+    def collect_argv(self, agent: str, input_jsonl: str | Path, output_jsonl: str | Path, num_repeats: int = 1,
+                     extra: list[str] | None = None) -> list[str]:  # fmt: skip
+        """The ng_collect_rollouts command line for this stack."""
+        return [
             str(BIN / "ng_collect_rollouts"), *self.common_overrides,
             f"+agent_name={agent}", f"+input_jsonl_fpath={input_jsonl}", f"+output_jsonl_fpath={output_jsonl}",
             f"+num_repeats={num_repeats}", *(extra or []),
         ]  # fmt: skip
+
+    def collect(self, agent: str, input_jsonl: str | Path, output_jsonl: str | Path, num_repeats: int = 1,
+                extra: list[str] | None = None, timeout_s: float = 1800) -> subprocess.CompletedProcess:  # fmt: skip
+        """Run NeMo Gym's ng_collect_rollouts against this stack."""
+        argv = self.collect_argv(agent, input_jsonl, output_jsonl, num_repeats, extra)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_dir / "collect.log", "a") as log:
             run = subprocess.run(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
@@ -166,3 +172,14 @@ def run_cli(main: Callable[[], int]) -> NoReturn:
     except KeyboardInterrupt:
         print("interrupted; everything started was stopped", file=sys.stderr)
         sys.exit(130)
+
+
+def failures_path(output: str | Path) -> Path:
+    """Where ng_collect_rollouts writes the failed rollouts of a collection into `output`."""
+    output = Path(output)
+    return output.with_name(f"{output.stem}_failures.jsonl")
+
+
+def collected_records(output: str | Path) -> list[dict]:
+    """Every record of one ng_collect_rollouts run: its successes, then its failures."""
+    return read_jsonl(output, missing_ok=True) + read_jsonl(failures_path(output), missing_ok=True)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from prorl_gym.stack import REPO_ROOT, Stack
+from prorl_gym.jsonl import read_jsonl
+from prorl_gym.stack import REPO_ROOT, Stack, collected_records
 
 ENVS = ("math", "code", "stem", "swe")
 MODES = ("gold", "wrong", "malformed")
@@ -25,10 +26,6 @@ MODES = ("gold", "wrong", "malformed")
 
 def example(env: str) -> Path:
     return REPO_ROOT / "resources_servers" / env / "data" / "example.jsonl"
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 @pytest.fixture(scope="module")
@@ -57,15 +54,14 @@ def rollouts(stack) -> dict[str, dict[str, list[dict]]]:
     for env in ENVS:
         rows = []
         for mode in MODES:
-            for line in example(env).read_text().splitlines():
-                row = json.loads(line)
+            for row in read_jsonl(example(env)):
                 row["responses_create_params"]["metadata"] = {"scripted_mode": mode}
                 rows.append(row)
         inputs, output = stack.tmp / f"{env}-modes.jsonl", stack.tmp / f"{env}.jsonl"
         inputs.write_text("".join(json.dumps(r) + "\n" for r in rows))
         stack.collect(f"{env}_agent", inputs, output)
         by_mode: dict[str, list[dict]] = {}
-        for record in read_jsonl(output) + read_jsonl(output.with_name(f"{env}_failures.jsonl")):
+        for record in collected_records(output):
             by_mode.setdefault(record["responses_create_params"]["metadata"]["scripted_mode"], []).append(record)
         results[env] = by_mode
     return results
@@ -120,8 +116,8 @@ def test_plain_rows_as_a_dataset_has_them(stack, rollouts):
     """Rows straight from example.jsonl: no metadata, only what the dataset has."""
     output = stack.tmp / "plain.jsonl"
     stack.collect("math_agent", example("math"), output)
-    records = read_jsonl(output)
-    assert [r["reward"] for r in records] == [1.0] * 5 and not read_jsonl(stack.tmp / "plain_failures.jsonl")
+    records = read_jsonl(output, missing_ok=True)
+    assert [r["reward"] for r in records] == [1.0] * 5 and not read_jsonl(stack.tmp / "plain_failures.jsonl", missing_ok=True)
 
 
 def test_a_dead_policy_endpoint_is_a_typed_failure_not_reward_zero(stack, rollouts):
@@ -130,6 +126,6 @@ def test_a_dead_policy_endpoint_is_a_typed_failure_not_reward_zero(stack, rollou
     policy.wait()
     output = stack.tmp / "dead.jsonl"
     stack.collect("math_agent", example("math"), output, extra=["+limit=2"])
-    failures = read_jsonl(stack.tmp / "dead_failures.jsonl")
-    assert len(failures) == 2 and not read_jsonl(output)
+    failures = read_jsonl(stack.tmp / "dead_failures.jsonl", missing_ok=True)
+    assert len(failures) == 2 and not read_jsonl(output, missing_ok=True)
     assert all(f["failure"]["type"] == "policy_error" and f["_ng_failure_class"] == "policy_error" for f in failures)

@@ -19,8 +19,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from examples.training_loop import read_rows, training_loop
+from examples.training_loop import training_loop
 from prorl_gym.client import JobAPIError, ProRLClient, agent_url
+from prorl_gym.jsonl import read_jsonl
 from prorl_gym.stack import REPO_ROOT, Stack
 
 EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
@@ -28,7 +29,7 @@ AGENT = "+math_agent.responses_api_agents.prorl_agent"
 
 
 def rows(mode: str = "gold", n: int = 5) -> list[dict]:
-    out = read_rows(EXAMPLE)[:n]
+    out = read_jsonl(EXAMPLE)[:n]
     for row in out:
         row["responses_create_params"]["metadata"] = {"scripted_mode": mode}
     return out

@@ -14,7 +14,6 @@ rollouts (rollouts.jsonl = successes, rollouts_failures.jsonl = failed rollouts)
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import subprocess
 import sys
@@ -25,16 +24,13 @@ from pathlib import Path
 from prorl_gym.evaluation.report import build_report
 from prorl_gym.evaluation.run import SCRIPTED_MODES, Policy, run
 from prorl_gym.evaluation.splits import ENVS, SplitError, resolve
-from prorl_gym.stack import REPO_ROOT, StackError, run_cli
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+from prorl_gym.jsonl import read_jsonl
+from prorl_gym.stack import REPO_ROOT, StackError, collected_records, failures_path, run_cli
 
 
 def raw_files(output: Path) -> list[Path]:
     """What ng_collect_rollouts wrote next to `output`: successes, failures sidecar, its metrics."""
-    names = [output.name, f"{output.stem}_failures.jsonl", f"{output.stem}_aggregate_metrics.json",
+    names = [output.name, failures_path(output).name, f"{output.stem}_aggregate_metrics.json",
              f"{output.stem}_materialized_inputs.jsonl"]  # fmt: skip
     return [output.with_name(n) for n in names if output.with_name(n).exists()]
 
@@ -70,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m prorl_gym.evaluation " + shlex.join(sys.argv[1:] if argv is None else argv)
     if args.from_records:
         out = args.out or REPO_ROOT / "results" / "eval" / f"report-{started:%Y%m%d-%H%M%S}"
-        records = [r for path in args.from_records for r in read_jsonl(path)]  # one run: successes + failures
+        records = [r for path in args.from_records for r in read_jsonl(path, missing_ok=True)]  # one run: successes + failures
         meta = {"env": args.env or "records", "split": args.split if args.env else ", ".join(map(str, args.from_records)),
                 "repeats": args.repeats, "started": f"{started:%Y-%m-%d %H:%M:%S}", "command": command}  # fmt: skip
         build_report(records, out, meta, repeats=args.repeats, threshold=args.pass_threshold)
@@ -99,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         "policy": policy.label, "repeats": repeats, "limit": args.limit, "started": f"{started:%Y-%m-%d %H:%M:%S}",
         "duration_s": round(time.perf_counter() - t0, 1), "command": command, "raw_files": [f.name for f in files],
     }  # fmt: skip
-    records = read_jsonl(output) + read_jsonl(output.with_name(f"{output.stem}_failures.jsonl"))
+    records = collected_records(output)
     metrics = build_report(records, out, meta, repeats=repeats, threshold=args.pass_threshold)
     pass_at = "  ".join(f"pass@{k} {v:.3f}" for k, v in metrics["pass_at_k"].items())
     mean = metrics["reward"]["mean_all"]

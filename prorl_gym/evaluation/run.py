@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from prorl_gym.stack import BIN, REPO_ROOT, Stack, StackError, stop_session
+from prorl_gym.stack import REPO_ROOT, Stack, StackError, stop_session
 
 SCRIPTED_MODES = ("gold", "wrong", "malformed")
 
@@ -42,11 +42,7 @@ def _tee(stream: IO[bytes], log: IO[bytes]) -> None:
 def collect_with_progress(stack: Stack, agent: str, input_jsonl: Path, output_jsonl: Path, num_repeats: int,
                           extra: list[str], timeout_s: float | None, log: Path) -> None:  # fmt: skip
     """Stack.collect, but with ng_collect_rollouts' stderr (its tqdm bar) teed to our stderr."""
-    argv = [
-        str(BIN / "ng_collect_rollouts"), *stack.common_overrides,
-        f"+agent_name={agent}", f"+input_jsonl_fpath={input_jsonl}", f"+output_jsonl_fpath={output_jsonl}",
-        f"+num_repeats={num_repeats}", *extra,
-    ]  # fmt: skip
+    argv = stack.collect_argv(agent, input_jsonl, output_jsonl, num_repeats, extra)
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=out, stderr=subprocess.PIPE, start_new_session=True)
         tee = threading.Thread(target=_tee, args=(proc.stderr, out), daemon=True)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.evaluation import splits
-from prorl_gym.evaluation.__main__ import main, read_jsonl
+from prorl_gym.evaluation.__main__ import main
+from prorl_gym.jsonl import read_jsonl
 from prorl_gym.evaluation.report import REWARD_PNG, SECTIONS, TIMING_PNG, build_report
 from prorl_gym.stack import REPO_ROOT
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from prorl_gym.jsonl import read_jsonl
 from prorl_gym.stack import Stack, free_port
 from responses_api_models.balanced_vllm_model.tests.harness import EXAMPLE, Policies
 
@@ -21,10 +22,6 @@ CONFIGS = [
     "responses_api_models/balanced_vllm_model/configs/balanced_vllm_model.yaml",
 ]
 MODEL = "policy_model.responses_api_models.balanced_vllm_model"
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 def endpoints(port: int) -> dict[str, dict]:
@@ -68,18 +65,18 @@ def test_two_endpoints_from_the_cli_and_one_dies_mid_collection(tmp_path, sandbo
                 killed_at = time.monotonic()
                 collection.result(timeout=120)
                 collected_s = time.monotonic() - killed_at
-            failures = read_jsonl(output.with_name("rollouts_failures.jsonl"))
+            failures = read_jsonl(output.with_name("rollouts_failures.jsonl"), missing_ok=True)
             assert len(failures) == 5 and all(f["failure"]["type"] == "policy_error" for f in failures)
             assert all(doomed.url in f["failure"]["message"] for f in failures)
-            assert [r["reward"] for r in read_jsonl(output)] == [1.0] * 5
+            assert [r["reward"] for r in read_jsonl(output, missing_ok=True)] == [1.0] * 5
             assert collected_s < 10, collected_s  # the survivors' second turns; no policy timeout waited out
             state = endpoints(model_port)
             assert state[doomed.url]["healthy"] is False and state[survivor.url]["sessions"] == 5
 
             again = tmp_path / "again.jsonl"  # new rollouts all go to the live endpoint
             stack.collect("math_agent", EXAMPLE, again)
-            assert [r["reward"] for r in read_jsonl(again)] == [1.0] * 5
-            assert not read_jsonl(again.with_name("again_failures.jsonl"))
+            assert [r["reward"] for r in read_jsonl(again, missing_ok=True)] == [1.0] * 5
+            assert not read_jsonl(again.with_name("again_failures.jsonl"), missing_ok=True)
             assert endpoints(model_port)[survivor.url]["sessions"] == 10
     finally:
         policies.stop_all()
