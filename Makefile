@@ -1,5 +1,8 @@
-# make demo  - set up .venv, run math rollouts end to end through ng_run, print a summary
-# make test  - set up .venv, run the test suite (offline)
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+# make demo  - set up .venv, run rollouts of every environment end to end through ng_run, print a summary
+# make test  - set up .venv, lint, run the test suite (offline)
+# make lint  - ruff check and format check
 # make bench - set up .venv, run the benchmarks (JSON lines under results/bench/)
 # make eval ENV=math [SPLIT=validation] [REPEATS=4] [LIMIT=N] [POLICY=http://host:8000/v1 MODEL=name]
 #            - evaluate one environment over a split (default policy: scripted gold), report under results/eval/
@@ -50,8 +53,14 @@ link-venvs:
 demo: setup link-venvs
 	$(PY) -m prorl_gym.demo
 
-test: setup link-venvs
+test: setup link-venvs lint
 	$(PY) -m pytest -q
+
+# ruff: NeMo Gym's settings (line length 119, isort); config in pyproject.toml.
+.PHONY: lint
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 SPLIT ?= validation
 REPEATS ?= 4

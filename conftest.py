@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures shared by every test folder (tests/, resources_servers/*/tests, responses_api_*/*/tests)."""
 
 from __future__ import annotations

@@ -1,1 +1,3 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Benchmarks, each runnable as `python -m benchmarks.<name>`; results go under results/bench/."""

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """What every benchmark shares: percentiles, a traversable sandbox root, the JSON output."""
 
 from __future__ import annotations

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """How many live sandboxes one machine holds: N sandboxes with bash up, at once.
 
     python -m benchmarks.concurrency [--sandboxes 1000] [--parallel 32]
@@ -70,7 +72,9 @@ async def run(args: argparse.Namespace, root: str) -> dict:
     pss = await asyncio.to_thread(sandbox_pss_kib, spec.host_uid)
     # every sandbox must still answer while all of them are alive
     answers = await asyncio.gather(*(sb.bash("echo alive", timeout=60) for sb in sandboxes), return_exceptions=True)
-    failures += [f"not answering: {a!r}"[:300] for a in answers if not (hasattr(a, "output") and a.output == "alive\n")]
+    failures += [
+        f"not answering: {a!r}"[:300] for a in answers if not (hasattr(a, "output") and a.output == "alive\n")
+    ]
     live = len(sandboxes)
     closing = time.perf_counter()
     await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
@@ -78,13 +82,20 @@ async def run(args: argparse.Namespace, root: str) -> dict:
     mib = (before - after) / 1024 / max(live, 1)
     for failure in failures[:5]:
         print("FAILURE", failure, flush=True)
-    print(f"{live} live sandboxes, {mib:.2f} MiB each, started in {start_s:.1f}s, closed in {close_s:.1f}s", flush=True)
+    print(
+        f"{live} live sandboxes, {mib:.2f} MiB each, started in {start_s:.1f}s, closed in {close_s:.1f}s", flush=True
+    )
     results = {
-        "requested": args.sandboxes, "live_sandboxes": live, "mib_per_sandbox": round(mib, 3),
+        "requested": args.sandboxes,
+        "live_sandboxes": live,
+        "mib_per_sandbox": round(mib, 3),
         "pss_mib_per_sandbox": round(pss / 1024 / max(live, 1), 3) if pss is not None else None,
-        "failures": len(failures), "start_all_s": round(start_s, 2), "close_all_s": round(close_s, 2),
-        "parallel_starts": args.parallel, "targets": TARGETS,
-    }  # fmt: skip
+        "failures": len(failures),
+        "start_all_s": round(start_s, 2),
+        "close_all_s": round(close_s, 2),
+        "parallel_starts": args.parallel,
+        "targets": TARGETS,
+    }
     results["meets_targets"] = {"mib_per_sandbox": mib <= TARGETS["mib_per_sandbox"], "failures": not failures}
     return results
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Staged pipeline vs coupled workers, with a slow verifier and a fixed number of RUN workers.
 
     python -m benchmarks.pipeline_overlap [--rollouts 64] [--run-workers 4] [--eval-delay-s 2]
@@ -28,11 +30,13 @@ async def measure(url: str, rollouts: int) -> dict:
     await drive(url, rows, len(rows))  # warm-up: page cache, zygote, verifier workers
     records, wall = await drive(url, (rows * (rollouts // len(rows) + 1))[:rollouts], rollouts)
     return {
-        "rollouts": len(records), "wall_s": round(wall, 2), "rollouts_per_min": round(len(records) / wall * 60, 1),
+        "rollouts": len(records),
+        "wall_s": round(wall, 2),
+        "rollouts_per_min": round(len(records) / wall * 60, 1),
         "failures": sum(bool(r.get("failure")) for r in records),
         "contiguous": sum(r.get("token_ids_contiguous") is True for r in records),
         "mean_eval_s": round(sum(r["timings"].get("eval_s", 0.0) for r in records) / len(records), 3),
-    }  # fmt: skip
+    }
 
 
 def run(pipeline: str, args: argparse.Namespace) -> dict:
@@ -57,10 +61,14 @@ def main() -> None:
     staged, coupled = run("staged", args), run("coupled", args)
     total = staged["rollouts"] + coupled["rollouts"]
     results = {
-        "run_workers": args.run_workers, "eval_delay_s": args.eval_delay_s, "staged": staged, "coupled": coupled,
+        "run_workers": args.run_workers,
+        "eval_delay_s": args.eval_delay_s,
+        "staged": staged,
+        "coupled": coupled,
         "staged_vs_coupled": round(staged["rollouts_per_min"] / coupled["rollouts_per_min"], 2),
-        "contiguous_fraction": (staged["contiguous"] + coupled["contiguous"]) / total, "target": TARGET,
-    }  # fmt: skip
+        "contiguous_fraction": (staged["contiguous"] + coupled["contiguous"]) / total,
+        "target": TARGET,
+    }
     results["meets_target"] = results["staged_vs_coupled"] >= TARGET
     emit("pipeline_overlap", results)
 

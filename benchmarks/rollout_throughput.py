@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Rollouts per minute and harness overhead per agent turn, through the real servers.
 
     python -m benchmarks.rollout_throughput [--rollouts 320] [--concurrency 64] [--baseline-rollouts 96] [--warm-pool 8]
@@ -40,7 +42,8 @@ def overhead_profile(records: list[dict], policy_busy_s: float | None = None) ->
     turns = sum(r["num_turns"] for r in records)
     policy_share = (policy_busy_s or 0.0) / turns
     profile = {
-        "overhead_per_turn_ms": per_turn_ms(records, lambda r: t(r, "total_s") - t(r, "tool_exec_s")) - policy_share * 1000,
+        "overhead_per_turn_ms": per_turn_ms(records, lambda r: t(r, "total_s") - t(r, "tool_exec_s"))
+        - policy_share * 1000,
         "policy_path_per_turn_ms": per_turn_ms(records, lambda r: t(r, "policy_s")),
         "tool_route_overhead_per_turn_ms": per_turn_ms(records, lambda r: t(r, "tools_s") - t(r, "tool_exec_s")),
         "agent_loop_per_turn_ms": per_turn_ms(records, lambda r: t(r, "run_s") - t(r, "policy_s") - t(r, "tools_s")),
@@ -69,12 +72,15 @@ async def measure(bench: Bench, rollouts: int, concurrency: int, single_rollouts
     failed = [r for r in records if r.get("failure")]
     contiguous = [r.get("token_ids_contiguous") is True for r in records]
     results = {
-        "rollouts": len(records), "concurrency": concurrency, "wall_s": round(wall, 2),
-        "rollouts_per_min": throughput(records, wall), "failures": len(failed),
+        "rollouts": len(records),
+        "concurrency": concurrency,
+        "wall_s": round(wall, 2),
+        "rollouts_per_min": throughput(records, wall),
+        "failures": len(failed),
         "mean_reward": statistics.fmean(r["reward"] for r in records),
         "turns_per_rollout": statistics.fmean(r["num_turns"] for r in records),
         "contiguous_fraction": sum(contiguous) / len(contiguous),
-    }  # fmt: skip
+    }
     results |= overhead_profile(single, busy) if single else {}
     results["at_concurrency"] = overhead_profile(records)
     return results
@@ -83,8 +89,11 @@ async def measure(bench: Bench, rollouts: int, concurrency: int, single_rollouts
 def run(rollouts: int, concurrency: int, single_rollouts: int, zygote: bool, warm_pool: int) -> dict:
     """zygote=False: the baseline, a kernel started from scratch in each sandbox on first use."""
     workers = [f"+{AGENT}.{key}={concurrency}" for key in ("max_init_workers", "max_run_workers", "max_eval_workers")]
-    server = [f"+{SERVER}.sandbox.kernel_zygote={str(zygote).lower()}", f"+{SERVER}.prestart_kernel={str(zygote).lower()}",
-              f"+{SERVER}.warm_pool_size={warm_pool}"]  # fmt: skip
+    server = [
+        f"+{SERVER}.sandbox.kernel_zygote={str(zygote).lower()}",
+        f"+{SERVER}.prestart_kernel={str(zygote).lower()}",
+        f"+{SERVER}.warm_pool_size={warm_pool}",
+    ]
     with math_stack(workers + server, ["--tool-calls", "4"]) as bench:
         return asyncio.run(measure(bench, rollouts, concurrency, single_rollouts))
 
@@ -94,14 +103,18 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=320)
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--baseline-rollouts", type=int, default=96, help="0: skip the fresh-kernel baseline")
-    parser.add_argument("--warm-pool", type=int, default=8, help="warm_pool_size: sandboxes (kernels running) started ahead")
+    parser.add_argument(
+        "--warm-pool", type=int, default=8, help="warm_pool_size: sandboxes (kernels running) started ahead"
+    )
     args = parser.parse_args()
     raise_fd_limit()
     results = run(args.rollouts, args.concurrency, single_rollouts=20, zygote=True, warm_pool=args.warm_pool)
     results["warm_pool_size"] = args.warm_pool
     if args.baseline_rollouts:  # a kernel started per sandbox on first use, no pool: the design before the zygote
         baseline = run(args.baseline_rollouts, args.concurrency, single_rollouts=0, zygote=False, warm_pool=0)
-        results["baseline_fresh_kernel"] = {k: baseline[k] for k in ("rollouts", "wall_s", "rollouts_per_min", "failures", "contiguous_fraction")}
+        results["baseline_fresh_kernel"] = {
+            k: baseline[k] for k in ("rollouts", "wall_s", "rollouts_per_min", "failures", "contiguous_fraction")
+        }
         results["speedup"] = round(results["rollouts_per_min"] / baseline["rollouts_per_min"], 2)
         results["contiguous_fraction"] = min(results["contiguous_fraction"], baseline["contiguous_fraction"])
     results["targets"] = TARGETS

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Driving a running stack's agent directly, as a trainer does: POST rows to /run."""
 
 from __future__ import annotations
@@ -43,8 +45,17 @@ def math_stack(overrides: list[str], policy_args: list[str]):
     with sandbox_root() as root:
         overrides = [f"+math.resources_servers.math.sandbox.root_dir={root}", *overrides]
         log_dir = REPO_ROOT / "results" / "bench" / "logs"
-        with Stack(["configs/math.yaml"], overrides=overrides, policy_data=[str(MATH_EXAMPLE)], policy_args=policy_args, log_dir=log_dir) as stack:
-            yield Bench(asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", "math_agent")), f"http://127.0.0.1:{stack.policy_port}")
+        with Stack(
+            ["configs/math.yaml"],
+            overrides=overrides,
+            policy_data=[str(MATH_EXAMPLE)],
+            policy_args=policy_args,
+            log_dir=log_dir,
+        ) as stack:
+            yield Bench(
+                asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", "math_agent")),
+                f"http://127.0.0.1:{stack.policy_port}",
+            )
 
 
 @dataclass

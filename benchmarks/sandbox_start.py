@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Sandbox start latency: create -> first bash result, and warm-pool acquire.
 
     python -m benchmarks.sandbox_start [--samples 60] [--concurrency 32]
@@ -76,9 +78,12 @@ async def run(args: argparse.Namespace, root: str) -> dict:
             f"{label}start_p50_ms_c{args.concurrency}": ms(percentile(conc, 50)),
             f"{label}start_p99_ms_c{args.concurrency}": ms(percentile(conc, 99)),
         }
-        print(f"{isolation:>8}: sequential p50 {results[f'{label}start_p50_ms']} ms, "
-              f"c{args.concurrency} p50/p99 {results[f'{label}start_p50_ms_c{args.concurrency}']}/"
-              f"{results[f'{label}start_p99_ms_c{args.concurrency}']} ms", flush=True)  # fmt: skip
+        print(
+            f"{isolation:>8}: sequential p50 {results[f'{label}start_p50_ms']} ms, "
+            f"c{args.concurrency} p50/p99 {results[f'{label}start_p50_ms_c{args.concurrency}']}/"
+            f"{results[f'{label}start_p99_ms_c{args.concurrency}']} ms",
+            flush=True,
+        )
     acquire = await pool_acquire(SandboxSpec(root_dir=root), args.pool_samples)
     results["pool_acquire_p50_ms"] = ms(percentile(acquire, 50))
     results["pool_acquire_p99_ms"] = ms(percentile(acquire, 99))

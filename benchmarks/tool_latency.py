@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Per-call latency of sandbox tools, measured three ways in one run:
 
   runtime     straight into the Sandbox API (sb.bash / sb.python)
@@ -77,6 +79,7 @@ async def bench_runtime(results: dict, root: str, calls: int, warmup: int) -> No
     sb = await create_sandbox(SandboxSpec(root_dir=root))
     try:
         for name, tool, args, ok in CASES:
+
             async def call(tool=tool, args=args, ok=ok, name=name):
                 result = await getattr(sb, tool)(**args)
                 check(f"runtime {name}", ok(result.output), result)
@@ -97,11 +100,15 @@ def serve(port: int, root: str) -> None:
     from resources_servers.math.app import MathResourcesServer
 
     # verifier_workers=0: tool calls never need the verifier pool.
-    server = build_server(MathResourcesServer, "math", port=port, domain="math", verifier_workers=0, sandbox={"root_dir": root})
+    server = build_server(
+        MathResourcesServer, "math", port=port, domain="math", verifier_workers=0, sandbox={"root_dir": root}
+    )
     uvicorn.run(server.setup_webserver(), host="127.0.0.1", port=port, log_level="warning")
 
 
-async def wait_until_up(http: aiohttp.ClientSession, server: asyncio.subprocess.Process, timeout_s: float = 60) -> None:
+async def wait_until_up(
+    http: aiohttp.ClientSession, server: asyncio.subprocess.Process, timeout_s: float = 60
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if server.returncode is not None:
@@ -152,7 +159,7 @@ async def bench_tool_routes(results: dict, root: str, calls: int, warmup: int) -
                 for name, tool, args, ok in CASES:
                     sandbox_ms: list[float] = []  # time inside the sandbox, as the tool reports it
 
-                    async def call(tool=tool, args=args, ok=ok, name=name):
+                    async def call(tool=tool, args=args, ok=ok, name=name, sandbox_ms=sandbox_ms):
                         reply = await post(f"/{tool}", args)
                         check(f"tool route {name}", ok(reply.get("content", "")), reply)
                         sandbox_ms.append(reply["metadata"]["duration_s"] * 1000)
@@ -211,10 +218,13 @@ async def run(args: argparse.Namespace, root: str) -> dict:
     await bench_tool_routes(results, root, args.calls, args.warmup)
     results |= {"tmux_calls": args.tmux_calls, "tmux_poll_interval_s": TMUX_POLL_S}
     summarize(results, "tmux_baseline_bash_echo", await asyncio.to_thread(tmux_baseline, args.tmux_calls))
-    results["speedup_vs_tmux"] = round(results["tmux_baseline_bash_echo_p50_ms"] / results["tool_route_bash_echo_p50_ms"], 3)
+    results["speedup_vs_tmux"] = round(
+        results["tmux_baseline_bash_echo_p50_ms"] / results["tool_route_bash_echo_p50_ms"], 3
+    )
     results["targets"] = TARGETS
     results["meets_targets"] = {
-        "tool_route_bash_echo_p50_ms": results["tool_route_bash_echo_p50_ms"] <= TARGETS["tool_route_bash_echo_p50_ms"],
+        "tool_route_bash_echo_p50_ms": results["tool_route_bash_echo_p50_ms"]
+        <= TARGETS["tool_route_bash_echo_p50_ms"],
         "speedup_vs_tmux": results["speedup_vs_tmux"] >= TARGETS["speedup_vs_tmux"],
     }
     return results

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Regenerate each environment's data/example_rollouts.jsonl the NeMo Gym way.
 
 Runs the scripted policy (gold actions; a stand-in for a GPU model) through ng_run and

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Build the code environment's datasets offline.
 
     python data/prepare_code.py [humaneval] [--validation 32] [--seed 0] [--out DIR]

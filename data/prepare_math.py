@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Generate the math environment's train/validation sets offline with reasoning-gym.
 
     python data/prepare_math.py [--train 2000] [--validation 200] [--seed 42] [--out DIR]
@@ -98,7 +100,13 @@ def main() -> None:
     write_jsonl(args.out / "train.jsonl", train)
     write_jsonl(args.out / "validation.jsonl", validation)
     if args.example:
-        picks = ["basic_arithmetic", "polynomial_equations", "fraction_simplification", "complex_arithmetic", "gsm_symbolic"]
+        picks = [
+            "basic_arithmetic",
+            "polynomial_equations",
+            "fraction_simplification",
+            "complex_arithmetic",
+            "gsm_symbolic",
+        ]
         example = [next(r for r in validation if r["generator"] == g) for g in picks]
         for i, row in enumerate(example):
             row["task_id"] = f"math/example/{i:05d}"

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Build the STEM environment's datasets offline.
 
     python data/prepare_stem.py [--scp FILE ...] [--gpqa FILE ...] [--seed 1] [--out DIR]
@@ -47,8 +49,17 @@ def hand_rows(path: Path) -> list[dict]:
     rows = []
     for q in yaml.safe_load(path.read_text()):
         parse_spec(q["answer"])  # a malformed hand-written spec fails the build, not a rollout
-        rows.append(build_row(f"stem/hand/{q['id']}", q["question"], q["answer"], q["subject"], "hand-checked",
-                              choices=q.get("choices"), reference=q.get("reference")))  # fmt: skip
+        rows.append(
+            build_row(
+                f"stem/hand/{q['id']}",
+                q["question"],
+                q["answer"],
+                q["subject"],
+                "hand-checked",
+                choices=q.get("choices"),
+                reference=q.get("reference"),
+            )
+        )
     return rows
 
 
@@ -125,7 +136,10 @@ def _records(path: Path) -> list[dict]:
 def convert_gpqa(path: Path, seed: int, skipped: Counter) -> list[dict]:
     rows = []
     for index, item in enumerate(_records(path)):
-        options = [item.get(k, "").strip() for k in ("Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")]
+        options = [
+            item.get(k, "").strip()
+            for k in ("Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
+        ]
         if not item.get("Question", "").strip() or not all(options):
             skipped["gpqa/missing_fields"] += 1
             continue

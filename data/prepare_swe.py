@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Build SWE tasks offline from real PyPI projects by injecting realistic bugs (SWE-smith style).
 
     python data/prepare_swe.py [--per-project 12] [--seed 0] [--workers 2] [--out DIR]
@@ -55,9 +57,30 @@ class Project:
 
 
 PROJECTS = [
-    Project("toolz", "1.2.0", "pytoolz/toolz", "9667a038e9d6ecba37995e26cb2f59ec6420b6ad8dd9677de59db9b956b08490", ".", "toolz"),
-    Project("sqlparse", "0.6.1", "andialbrecht/sqlparse", "ca722573f848ff2d30e40ea30f53a104b7dea7635ea9285891263eb2c58fb6e7", ".", "tests"),
-    Project("cachetools", "8.0.1", "tkem/cachetools", "deb1d376d4d28c2f33f3e3058043b005e0af75c35c094bd54053e27d2906ad95", "src", "tests"),
+    Project(
+        "toolz",
+        "1.2.0",
+        "pytoolz/toolz",
+        "9667a038e9d6ecba37995e26cb2f59ec6420b6ad8dd9677de59db9b956b08490",
+        ".",
+        "toolz",
+    ),
+    Project(
+        "sqlparse",
+        "0.6.1",
+        "andialbrecht/sqlparse",
+        "ca722573f848ff2d30e40ea30f53a104b7dea7635ea9285891263eb2c58fb6e7",
+        ".",
+        "tests",
+    ),
+    Project(
+        "cachetools",
+        "8.0.1",
+        "tkem/cachetools",
+        "deb1d376d4d28c2f33f3e3058043b005e0af75c35c094bd54053e27d2906ad95",
+        "src",
+        "tests",
+    ),
 ]
 
 
@@ -71,11 +94,15 @@ class Runner:
 
     def __init__(self, project: Project, tree: Path, root: str):
         pp = os.path.normpath(f"/workspace/{project.pythonpath}")
-        self.spec = SandboxSpec(root_dir=root, binds=[Bind(src=str(tree), dst=REPO_MOUNT)], command_timeout_s=300,
-                                env={"PYTHONPATH": pp, "PYTHONDONTWRITEBYTECODE": "1"})  # fmt: skip
+        self.spec = SandboxSpec(
+            root_dir=root,
+            binds=[Bind(src=str(tree), dst=REPO_MOUNT)],
+            command_timeout_s=300,
+            env={"PYTHONPATH": pp, "PYTHONDONTWRITEBYTECODE": "1"},
+        )
         self.project = project
 
-    async def __aenter__(self) -> "Runner":
+    async def __aenter__(self) -> Runner:
         self.sb = await create_sandbox(self.spec)
         await self.sb.bash(f"cp -a {REPO_MOUNT}/. /workspace/")
         return self
@@ -88,13 +115,17 @@ class Runner:
         text = (await self.sb.read_bytes("/tmp/ids")).decode()
         return [line for line in text.splitlines() if "::" in line and not line.startswith(("=", " "))]
 
-    async def suite(self, ids: list[str], path: str | None = None, text: str | None = None) -> tuple[dict[str, str], str]:
+    async def suite(
+        self, ids: list[str], path: str | None = None, text: str | None = None
+    ) -> tuple[dict[str, str], str]:
         """Statuses of all ids and the log, with `path` replaced by `text` for the run."""
         original = await self.sb.read_file(f"/workspace/{path}") if path else None
         if path:
             await self.sb.write_file(f"/workspace/{path}", text)
         try:
-            r = await self.sb.bash(f"cd /workspace && timeout -k 5 30 {PYTEST} {self.project.tests} > /tmp/log 2>&1; echo RC=$?", 120)
+            r = await self.sb.bash(
+                f"cd /workspace && timeout -k 5 30 {PYTEST} {self.project.tests} > /tmp/log 2>&1; echo RC=$?", 120
+            )
             log = (await self.sb.read_bytes("/tmp/log")).decode(errors="replace")
         finally:
             if path:
@@ -107,7 +138,9 @@ async def build_project(project: Project, cache: RepoCache, args, root: str) -> 
     work = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=".pristine-", dir=cache.cache_dir))
     tree = work / "tree"
     try:
-        await asyncio.to_thread(extract_sdist, await cache.sdist(f"{project.name}=={project.version}", project.sha256), tree)
+        await asyncio.to_thread(
+            extract_sdist, await cache.sdist(f"{project.name}=={project.version}", project.sha256), tree
+        )
         await asyncio.to_thread(make_readable, tree, cache.cache_dir)
         runners = [Runner(project, tree, root) for _ in range(args.workers)]
         await asyncio.gather(*(r.__aenter__() for r in runners))
@@ -115,9 +148,14 @@ async def build_project(project: Project, cache: RepoCache, args, root: str) -> 
             ids = await runners[0].collect()
             runs = [await runners[0].suite(ids), await runners[-1].suite(ids)]  # twice: flaky tests are not "stable"
             stable = sorted(t for t in ids if all(run[0].get(t) == "passed" for run in runs))
-            print(f"[{project.name}] {len(ids)} tests, {len(stable)} stable ({time.monotonic() - started:.1f}s)", flush=True)
+            print(
+                f"[{project.name}] {len(ids)} tests, {len(stable)} stable ({time.monotonic() - started:.1f}s)",
+                flush=True,
+            )
             rng = random.Random(f"{args.seed}/{project.name}")
-            candidates = await asyncio.to_thread(lambda: ordered([m for p in sources(tree) for m in mutations(p, (tree / p).read_text())], rng))
+            candidates = await asyncio.to_thread(
+                lambda: ordered([m for p in sources(tree) for m in mutations(p, (tree / p).read_text())], rng)
+            )
             accepted, tried, functions = [], 0, set()
             while len(accepted) < args.per_project and candidates and tried < args.per_project * args.max_tries:
                 batch = [candidates.pop(0) for _ in range(min(len(runners), len(candidates)))]
@@ -125,16 +163,26 @@ async def build_project(project: Project, cache: RepoCache, args, root: str) -> 
                 results = await asyncio.gather(*(r.suite(ids, m.path, m.text) for r, m in zip(runners, batch)))
                 for m, (status, log) in zip(batch, results):
                     broken = [t for t in stable if status.get(t) != "passed"]
-                    if status and 1 <= len(broken) <= 20 and (m.path, m.function) not in functions and len(accepted) < args.per_project:
+                    if (
+                        status
+                        and 1 <= len(broken) <= 20
+                        and (m.path, m.function) not in functions
+                        and len(accepted) < args.per_project
+                    ):
                         functions.add((m.path, m.function))
                         task = await asyncio.to_thread(describe, project, tree, m, broken, stable, log, rng)
                         repo = await cache.prepare(task)  # builds the base repository exactly as INIT will
-                        accepted.append(task | {"base_commit": (await run_command(["git", "rev-parse", "HEAD"], repo)).strip()})
+                        accepted.append(
+                            task | {"base_commit": (await run_command(["git", "rev-parse", "HEAD"], repo)).strip()}
+                        )
         finally:
             await asyncio.gather(*(r.__aexit__() for r in runners))
     finally:
         await asyncio.to_thread(shutil.rmtree, work, True)
-    print(f"[{project.name}] {len(accepted)} tasks from {tried} mutations ({time.monotonic() - started:.1f}s)", flush=True)
+    print(
+        f"[{project.name}] {len(accepted)} tasks from {tried} mutations ({time.monotonic() - started:.1f}s)",
+        flush=True,
+    )
     return accepted
 
 
@@ -143,7 +191,9 @@ def sources(tree: Path) -> list[str]:
     return sorted(p for p in files if not is_protected(p, set()) and not p.endswith("__main__.py"))
 
 
-def describe(project: Project, tree: Path, m: Mutation, broken: list[str], stable: list[str], log: str, rng: random.Random) -> dict:
+def describe(
+    project: Project, tree: Path, m: Mutation, broken: list[str], stable: list[str], log: str, rng: random.Random
+) -> dict:
     """The task in the SWE-bench schema (base_commit comes from building it)."""
     pristine = (tree / m.path).read_text()
     files = {t.split("::")[0] for t in broken}
@@ -151,14 +201,23 @@ def describe(project: Project, tree: Path, m: Mutation, broken: list[str], stabl
     digest = hashlib.sha256(m.text.encode()).hexdigest()[:6]
     return {
         "instance_id": f"{project.name}__{project.version}.{m.function}.{m.kind}_{digest}",  # SWE-smith-like
-        "repo": project.repo, "version": project.version, "base_commit": "",
-        "problem_statement": problem_statement(project, m, broken, log, tree, rng), "hints_text": "",
-        "FAIL_TO_PASS": broken, "PASS_TO_PASS": sorted(rng.sample(same_files, min(50, len(same_files)))),
-        "patch": unified(m.path, m.text, pristine), "test_patch": "",
-        "environment": {"sdist": f"{project.name}=={project.version}", "sha256": project.sha256,
-                        "bug_patch": unified(m.path, pristine, m.text), "pythonpath": project.pythonpath},
+        "repo": project.repo,
+        "version": project.version,
+        "base_commit": "",
+        "problem_statement": problem_statement(project, m, broken, log, tree, rng),
+        "hints_text": "",
+        "FAIL_TO_PASS": broken,
+        "PASS_TO_PASS": sorted(rng.sample(same_files, min(50, len(same_files)))),
+        "patch": unified(m.path, m.text, pristine),
+        "test_patch": "",
+        "environment": {
+            "sdist": f"{project.name}=={project.version}",
+            "sha256": project.sha256,
+            "bug_patch": unified(m.path, pristine, m.text),
+            "pythonpath": project.pythonpath,
+        },
         "mutation": {"kind": m.kind, "file": m.path, "function": m.function, "line": m.line},
-    }  # fmt: skip
+    }
 
 
 async def validate(tasks: list[dict], cache: RepoCache, root: str, workers: int) -> list[dict]:
@@ -170,9 +229,16 @@ async def validate(tasks: list[dict], cache: RepoCache, root: str, workers: int)
             repo = await cache.prepare(task)
             gold = await evaluate_patch(task, task["patch"], spec, repo, 120)
             noop = await evaluate_patch(task, NOOP, spec, repo, 120)
-        ok = gold["reward"] == 1.0 and noop["fail_to_pass_passed"] == 0 and noop["pass_to_pass_passed"] == len(task["PASS_TO_PASS"])
+        ok = (
+            gold["reward"] == 1.0
+            and noop["fail_to_pass_passed"] == 0
+            and noop["pass_to_pass_passed"] == len(task["PASS_TO_PASS"])
+        )
         if not ok:
-            print(f"dropped {task['instance_id']}: gold {gold.get('reason')}, no-op {noop.get('failed_tests')}", flush=True)
+            print(
+                f"dropped {task['instance_id']}: gold {gold.get('reason')}, no-op {noop.get('failed_tests')}",
+                flush=True,
+            )
         return ok
 
     keep = await asyncio.gather(*(check(t) for t in tasks))
@@ -191,8 +257,14 @@ def pick_examples(tasks: list[dict]) -> list[dict]:
     chosen: list[dict] = []
     for quota, project in zip((2, 2, 1), PROJECTS):
         kinds = {t["mutation"]["kind"] for t in chosen}
-        own = sorted((t for t in tasks if t["repo"] == project.repo), key=lambda t: (
-            t["mutation"]["kind"] in kinds, len(t["PASS_TO_PASS"]) < 5, len(t["FAIL_TO_PASS"]) + len(t["PASS_TO_PASS"])))  # fmt: skip
+        own = sorted(
+            (t for t in tasks if t["repo"] == project.repo),
+            key=lambda t: (
+                t["mutation"]["kind"] in kinds,
+                len(t["PASS_TO_PASS"]) < 5,
+                len(t["FAIL_TO_PASS"]) + len(t["PASS_TO_PASS"]),
+            ),
+        )
         chosen += own[:quota]
     return chosen
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The issue text of an injected bug for data/prepare_swe.py: a GitHub-issue-like problem statement.
 
 Written from the first failing test of the mutation: a seeded title and introduction, the
@@ -19,7 +21,12 @@ if TYPE_CHECKING:
     from data.prepare_swe import Project
     from data.swe_mutations import Mutation
 
-TITLES = ["`{name}` {symptom}", "Unexpected behaviour of `{qual}`", "Bug in `{qual}`: it {symptom}", "{name}() {symptom} in {project} {version}"]
+TITLES = [
+    "`{name}` {symptom}",
+    "Unexpected behaviour of `{qual}`",
+    "Bug in `{qual}`: it {symptom}",
+    "{name}() {symptom} in {project} {version}",
+]
 INTROS = [
     "After upgrading to {project} {version}, `{qual}` {symptom}. A minimal example, adapted from the project's tests:",
     "`{qual}` (in `{path}`) {symptom}. Here is how to reproduce it:",
@@ -43,14 +50,23 @@ def reproduction(tree: Path, test_file: str, line: int) -> str | None:
         module = ast.parse(source)
     except (OSError, SyntaxError):
         return None
-    funcs = [n for n in ast.walk(module) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= line <= n.end_lineno]
+    funcs = [
+        n
+        for n in ast.walk(module)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.lineno <= line <= n.end_lineno
+    ]
     if not funcs:
         return None
     first, last = funcs[-1].lineno, funcs[-1].end_lineno
     if last - first >= 25:
-        blocks = [(body, i) for n in ast.walk(funcs[-1]) for f in ("body", "orelse", "finalbody")
-                  if isinstance(body := getattr(n, f, None), list)
-                  for i, st in enumerate(body) if isinstance(st, ast.stmt) and st.lineno <= line <= st.end_lineno]  # fmt: skip
+        blocks = [
+            (body, i)
+            for n in ast.walk(funcs[-1])
+            for f in ("body", "orelse", "finalbody")
+            if isinstance(body := getattr(n, f, None), list)
+            for i, st in enumerate(body)
+            if isinstance(st, ast.stmt) and st.lineno <= line <= st.end_lineno
+        ]
         if not blocks:
             return None
         body, i = min(blocks, key=lambda b: b[0][b[1]].end_lineno - b[0][b[1]].lineno)  # the innermost statement
@@ -61,20 +77,44 @@ def reproduction(tree: Path, test_file: str, line: int) -> str | None:
     return "\n".join(x[indent:] for x in lines)
 
 
-def problem_statement(project: Project, m: Mutation, broken: list[str], log: str, tree: Path, rng: random.Random) -> str:
+def problem_statement(
+    project: Project, m: Mutation, broken: list[str], log: str, tree: Path, rng: random.Random
+) -> str:
     test = broken[0]
     block = failure_block(log, test)
-    errors = [re.sub(r"0x[0-9a-fA-F]{6,}", "0x...", re.sub(r"^E {0,3}", "", x))[:200] for x in block.splitlines() if x.startswith("E ")]
-    errors = [e for n, e in enumerate(errors) if e.strip() and e not in errors[:n] and not e.lstrip().startswith(("Use -v", "Full diff"))][:8]
-    frame = next((f for f in re.finditer(r"^(\S+\.py):(\d+): in \S+$", block, re.M) if is_protected(f[1], set())), None)
+    errors = [
+        re.sub(r"0x[0-9a-fA-F]{6,}", "0x...", re.sub(r"^E {0,3}", "", x))[:200]
+        for x in block.splitlines()
+        if x.startswith("E ")
+    ]
+    errors = [
+        e
+        for n, e in enumerate(errors)
+        if e.strip() and e not in errors[:n] and not e.lstrip().startswith(("Use -v", "Full diff"))
+    ][:8]
+    frame = next(
+        (f for f in re.finditer(r"^(\S+\.py):(\d+): in \S+$", block, re.M) if is_protected(f[1], set())), None
+    )
     repro = reproduction(tree, frame[1], int(frame[2])) if frame else None
     first = errors[0] if errors else ""
     exc = first.split(":")[0].strip()
-    symptom = ("returns a wrong result" if first.startswith(("assert", "AssertionError")) or not first
-               else f"raises `{exc}`" if re.fullmatch(r"[A-Za-z_][\w.]*", exc) else "does not behave as documented")  # fmt: skip
+    symptom = (
+        "returns a wrong result"
+        if first.startswith(("assert", "AssertionError")) or not first
+        else f"raises `{exc}`"
+        if re.fullmatch(r"[A-Za-z_][\w.]*", exc)
+        else "does not behave as documented"
+    )
     module = m.path.removeprefix("src/").removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-    fields = {"name": m.function.split(".")[-1], "qual": f"{module}.{m.function}", "symptom": symptom, "path": m.path,
-              "project": project.name, "version": project.version, "test_file": test.split("::")[0]}  # fmt: skip
+    fields = {
+        "name": m.function.split(".")[-1],
+        "qual": f"{module}.{m.function}",
+        "symptom": symptom,
+        "path": m.path,
+        "project": project.name,
+        "version": project.version,
+        "test_file": test.split("::")[0],
+    }
     parts = [rng.choice(TITLES).format(**fields), ""]
     if repro:
         parts += [rng.choice(INTROS).format(**fields), "", "```python", repro, "```", ""]
@@ -84,6 +124,8 @@ def problem_statement(project: Project, m: Mutation, broken: list[str], log: str
         parts += [rng.choice(OUTCOMES), "", "```", *errors, "```", ""]
     others = sorted({t.split("::")[-1].split("[")[0] for t in broken[1:]} - {test.split("::")[-1].split("[")[0]})
     if others:
-        parts.append(f"Other tests fail the same way: {', '.join(f'`{o}`' for o in others[:4])}{' and more' if len(others) > 4 else ''}.")
+        parts.append(
+            f"Other tests fail the same way: {', '.join(f'`{o}`' for o in others[:4])}{' and more' if len(others) > 4 else ''}."
+        )
     parts.append("The function should behave as its documentation and the rest of the test suite describe.")
     return "\n".join(parts).strip() + "\n"

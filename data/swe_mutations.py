@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Bug injection for data/prepare_swe.py: candidate mutations of function bodies, in a seeded order.
 
 Each mutation is one small, realistic edit of a function body, kept only if the file still
@@ -14,12 +16,36 @@ import re
 from dataclasses import dataclass
 
 FLIPS = {
-    ast.Lt: (r"<(?!=)", "<="), ast.LtE: (r"<=", "<"), ast.Gt: (r">(?!=)", ">="), ast.GtE: (r">=", ">"),
-    ast.Eq: (r"==", "!="), ast.NotEq: (r"!=", "=="), ast.In: (r"\bin\b", "not in"), ast.NotIn: (r"\bnot\s+in\b", "in"),
-    ast.Is: (r"\bis\b", "is not"), ast.IsNot: (r"\bis\s+not\b", "is"),
-}  # fmt: skip
-NOT_SWAPPED = {"isinstance", "issubclass", "getattr", "setattr", "hasattr", "print", "super", "type", "range", "zip", "map"}
-REMOVABLE = {ast.Assign: "remove_assign", ast.AugAssign: "remove_assign", ast.Expr: "remove_call", ast.If: "remove_branch"}
+    ast.Lt: (r"<(?!=)", "<="),
+    ast.LtE: (r"<=", "<"),
+    ast.Gt: (r">(?!=)", ">="),
+    ast.GtE: (r">=", ">"),
+    ast.Eq: (r"==", "!="),
+    ast.NotEq: (r"!=", "=="),
+    ast.In: (r"\bin\b", "not in"),
+    ast.NotIn: (r"\bnot\s+in\b", "in"),
+    ast.Is: (r"\bis\b", "is not"),
+    ast.IsNot: (r"\bis\s+not\b", "is"),
+}
+NOT_SWAPPED = {
+    "isinstance",
+    "issubclass",
+    "getattr",
+    "setattr",
+    "hasattr",
+    "print",
+    "super",
+    "type",
+    "range",
+    "zip",
+    "map",
+}
+REMOVABLE = {
+    ast.Assign: "remove_assign",
+    ast.AugAssign: "remove_assign",
+    ast.Expr: "remove_call",
+    ast.If: "remove_branch",
+}
 
 
 @dataclass(frozen=True)
@@ -46,7 +72,11 @@ def own_nodes(func: ast.AST):
     while stack:
         node = stack.pop()
         yield node
-        stack += [c for c in ast.iter_child_nodes(node) if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        stack += [
+            c
+            for c in ast.iter_child_nodes(node)
+            if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        ]
 
 
 def mutations(path: str, text: str) -> list[Mutation]:
@@ -83,7 +113,12 @@ def mutations(path: str, text: str) -> list[Mutation]:
     for qual, func in functions(ast.parse(text)):
         for default in func.args.defaults + [d for d in func.args.kw_defaults if d]:
             if isinstance(default, ast.Constant) and type(default.value) in (bool, int):
-                emit("change_default", qual, default, [(*span(default), repr(not default.value if type(default.value) is bool else default.value + 1))])
+                emit(
+                    "change_default",
+                    qual,
+                    default,
+                    [(*span(default), repr(not default.value if type(default.value) is bool else default.value + 1))],
+                )
         for node in own_nodes(func):
             if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in FLIPS:
                 swap_op("flip_comparison", qual, node, node.left, node.comparators[0], *FLIPS[type(node.ops[0])])
@@ -94,7 +129,10 @@ def mutations(path: str, text: str) -> list[Mutation]:
                 start, end = span(node)
                 emit("remove_not", qual, node, [(start, end, re.sub(r"^not\s*", "", text[start:end]))])
             elif isinstance(node, ast.BinOp) and type(node.op) in (ast.Add, ast.Sub):
-                if not any(isinstance(o, (ast.JoinedStr, ast.Constant)) and not isinstance(getattr(o, "value", 0), int) for o in (node.left, node.right)):
+                if not any(
+                    isinstance(o, (ast.JoinedStr, ast.Constant)) and not isinstance(getattr(o, "value", 0), int)
+                    for o in (node.left, node.right)
+                ):
                     old, new = (r"\+", "-") if isinstance(node.op, ast.Add) else (r"-", "+")
                     swap_op("swap_arith", qual, node, node.left, node.right, old, new)
             elif isinstance(node, (ast.Slice, ast.Subscript, ast.Compare, ast.BinOp)):
@@ -102,7 +140,11 @@ def mutations(path: str, text: str) -> list[Mutation]:
                     if isinstance(c, ast.Constant) and type(c.value) is int and 0 <= c.value <= 16:
                         for value in {c.value + 1, abs(c.value - 1)} - {c.value}:
                             emit("off_by_one", qual, c, [(*span(c), str(value))])
-            elif isinstance(node, ast.Call) and len(node.args) >= 2 and not any(isinstance(a, ast.Starred) for a in node.args[:2]):
+            elif (
+                isinstance(node, ast.Call)
+                and len(node.args) >= 2
+                and not any(isinstance(a, ast.Starred) for a in node.args[:2])
+            ):
                 name = getattr(node.func, "id", getattr(node.func, "attr", ""))
                 (s0, e0), (s1, e1) = span(node.args[0]), span(node.args[1])
                 if name not in NOT_SWAPPED and text[s0:e0] != text[s1:e1]:
@@ -112,11 +154,17 @@ def mutations(path: str, text: str) -> list[Mutation]:
                     continue
                 for stmt in body:
                     kind = REMOVABLE.get(type(stmt))
-                    if kind is None or (isinstance(stmt, ast.Expr) and not isinstance(stmt.value, ast.Call)) or (isinstance(stmt, ast.If) and stmt.orelse):
+                    if (
+                        kind is None
+                        or (isinstance(stmt, ast.Expr) and not isinstance(stmt.value, ast.Call))
+                        or (isinstance(stmt, ast.If) and stmt.orelse)
+                    ):
                         continue
                     start, end = span(stmt)
                     tail = text[end : starts[stmt.end_lineno]].strip()
-                    if not text[starts[stmt.lineno - 1] : start].strip() and (not tail or tail.startswith("#")):  # whole lines
+                    if not text[starts[stmt.lineno - 1] : start].strip() and (
+                        not tail or tail.startswith("#")
+                    ):  # whole lines
                         emit(kind, qual, stmt, [(starts[stmt.lineno - 1], starts[stmt.end_lineno], "")])
     return list(out.values())
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """A trainer feeding prorl-gym continuously over the job API (docs/job_api.md).
 
 Each step hands the service a batch: `prompts_per_step` prompts x `group_size` samples, with
@@ -66,8 +68,10 @@ class StepReport:
 
     def line(self) -> str:
         mean = f"{self.mean_reward:.3f}" if self.mean_reward is not None else "-"
-        return (f"step {self.step}: {self.received}/{self.submitted} rollouts in {self.seconds:.1f}s, {self.usable} usable, "
-                f"failures {self.failures or '{}'}, mean reward {mean}, groups kept {len(self.kept)}/{len(self.groups)}")  # fmt: skip
+        return (
+            f"step {self.step}: {self.received}/{self.submitted} rollouts in {self.seconds:.1f}s, {self.usable} usable, "
+            f"failures {self.failures or '{}'}, mean reward {mean}, groups kept {len(self.kept)}/{len(self.groups)}"
+        )
 
 
 def group_statistics(records: list[dict], prompt_of: dict[str, int]) -> list[Group]:
@@ -96,19 +100,30 @@ async def submit_with_backoff(client: ProRLClient, rows: list[dict], **kwargs) -
 
 
 async def training_loop(
-    client: ProRLClient, rows: list[dict], *, steps: int, prompts_per_step: int, group_size: int,
-    stop_after: int | None = None, sampling: dict | None = None, run_id: str = "run",
+    client: ProRLClient,
+    rows: list[dict],
+    *,
+    steps: int,
+    prompts_per_step: int,
+    group_size: int,
+    stop_after: int | None = None,
+    sampling: dict | None = None,
+    run_id: str = "run",
     update: Callable[[list[Group]], None] = lambda groups: None,
-) -> list[StepReport]:  # fmt: skip
+) -> list[StepReport]:
     """Run `steps` training steps; `update` stands for the policy update on the kept groups."""
     prompts = itertools.cycle(range(len(rows)))
 
     async def submit(step: int) -> tuple[Batch, dict[str, int], float]:
         chosen = [next(prompts) for _ in range(prompts_per_step)]
         batch = await submit_with_backoff(
-            client, [rows[i] for i in chosen], samples_per_row=group_size, sampling=sampling,
-            batch_id=f"{run_id}-step{step}", stop_after=stop_after,  # a restarted trainer gets the same batch back
-        )  # fmt: skip
+            client,
+            [rows[i] for i in chosen],
+            samples_per_row=group_size,
+            sampling=sampling,
+            batch_id=f"{run_id}-step{step}",
+            stop_after=stop_after,  # a restarted trainer gets the same batch back
+        )
         prompt_of = {job_id: chosen[k // group_size] for k, job_id in enumerate(batch.job_ids)}
         return batch, prompt_of, time.perf_counter()
 
@@ -120,11 +135,16 @@ async def training_loop(
         records = [record async for record in client.stream(batch.batch_id)]
         groups = group_statistics(records, prompt_of)
         report = StepReport(
-            step=step, batch_id=batch.batch_id, submitted=len(batch.job_ids), received=len(records),
-            usable=sum(r["failure"] is None for r in records), seconds=time.perf_counter() - started,
-            failures=dict(Counter(r["failure"]["type"] for r in records if r["failure"])), groups=groups,
+            step=step,
+            batch_id=batch.batch_id,
+            submitted=len(batch.job_ids),
+            received=len(records),
+            usable=sum(r["failure"] is None for r in records),
+            seconds=time.perf_counter() - started,
+            failures=dict(Counter(r["failure"]["type"] for r in records if r["failure"])),
+            groups=groups,
             kept=[g for g in groups if g.informative],
-        )  # fmt: skip
+        )
         update(report.kept)
         reports.append(report)
     return reports
@@ -134,10 +154,16 @@ async def run(args: argparse.Namespace, head_url: str | None = None) -> None:
     rows, url = read_jsonl(args.data), args.agent_url or await agent_url(head_url or args.head_url, args.agent)
     async with ProRLClient(url) as client:
         reports = await training_loop(
-            client, rows, steps=args.steps, prompts_per_step=args.prompts, group_size=args.group_size,
-            stop_after=args.stop_after, sampling={"temperature": args.temperature}, run_id=f"run-{int(time.time())}",
+            client,
+            rows,
+            steps=args.steps,
+            prompts_per_step=args.prompts,
+            group_size=args.group_size,
+            stop_after=args.stop_after,
+            sampling={"temperature": args.temperature},
+            run_id=f"run-{int(time.time())}",
             update=lambda kept: None,  # a real trainer: a policy-gradient step on the kept groups' token ids
-        )  # fmt: skip
+        )
         for report in reports:
             print(report.line(), flush=True)
         status = await client.status()
@@ -149,13 +175,17 @@ def main() -> None:
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--agent-url", help="the agent server's URL")
     where.add_argument("--head-url", help="NeMo Gym's head server (with --agent)")
-    where.add_argument("--start-stack", action="store_true", help="start the scripted policy and ng_run (configs/math.yaml)")
+    where.add_argument(
+        "--start-stack", action="store_true", help="start the scripted policy and ng_run (configs/math.yaml)"
+    )
     parser.add_argument("--agent", default="math_agent")
     parser.add_argument("--data", default=EXAMPLE_ROWS)
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--prompts", type=int, default=4, help="prompts per step")
     parser.add_argument("--group-size", type=int, default=4, help="samples per prompt")
-    parser.add_argument("--stop-after", type=int, default=12, help="stop a step's batch after this many usable rollouts")
+    parser.add_argument(
+        "--stop-after", type=int, default=12, help="stop a step's batch after this many usable rollouts"
+    )
     parser.add_argument("--temperature", type=float, default=1.0)
     args = parser.parse_args()
     if args.start_stack:

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """A typed client of the agent's job API (docs/job_api.md), and the API's wire shapes.
 
     async with ProRLClient(await agent_url("http://127.0.0.1:11000", "math_agent")) as client:
@@ -144,10 +146,12 @@ class JobAPIError(Exception):
 
 async def agent_url(head_url: str, agent: str) -> str:
     """The base URL of the agent server named `agent` (e.g. math_agent), from NeMo Gym's head server."""
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
-        async with http.get(f"{head_url.rstrip('/')}/server_instances") as response:
-            response.raise_for_status()
-            servers = await response.json()
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http,
+        http.get(f"{head_url.rstrip('/')}/server_instances") as response,
+    ):
+        response.raise_for_status()
+        servers = await response.json()
     for server in servers:
         if agent in (server.get("process_name"), server.get("config_path")) and server.get("url"):
             return server["url"]
@@ -173,14 +177,27 @@ class ProRLClient:
             await self._http.close()
             self._http = None
 
-    async def submit(self, rows: list[dict], *, sampling: Sampling | dict | None = None, samples_per_row: int = 1,
-                     job_ids: list[str] | None = None, batch_id: str | None = None, environment: str | None = None,
-                     stop_after: int | None = None) -> Batch:  # fmt: skip
+    async def submit(
+        self,
+        rows: list[dict],
+        *,
+        sampling: Sampling | dict | None = None,
+        samples_per_row: int = 1,
+        job_ids: list[str] | None = None,
+        batch_id: str | None = None,
+        environment: str | None = None,
+        stop_after: int | None = None,
+    ) -> Batch:
         """Hand over a batch; returns at once with the job ids. Idempotent for given batch or job ids."""
         request = SubmitRequest(
-            rows=rows, sampling=Sampling.model_validate(sampling or {}), samples_per_row=samples_per_row,
-            job_ids=job_ids, batch_id=batch_id, environment=environment, stop_after=stop_after,
-        )  # fmt: skip
+            rows=rows,
+            sampling=Sampling.model_validate(sampling or {}),
+            samples_per_row=samples_per_row,
+            job_ids=job_ids,
+            batch_id=batch_id,
+            environment=environment,
+            stop_after=stop_after,
+        )
         return await self._call("POST", "/jobs", Batch, request.model_dump(exclude_none=True))
 
     async def stream(self, batch_id: str, *, after: int = 0, reconnects: int = 3) -> AsyncIterator[dict]:
@@ -200,7 +217,9 @@ class ProRLClient:
                 await asyncio.sleep(0.5 * failures)
 
     async def _lines(self, path: str, after: int) -> AsyncIterator[dict]:
-        async with self._session.get(self._url(path), params={"after": after}, timeout=self.stream_timeout) as response:
+        async with self._session.get(
+            self._url(path), params={"after": after}, timeout=self.stream_timeout
+        ) as response:
             await _raise_for(response)
             buffer = bytearray()
             async for chunk in response.content.iter_any():  # records can exceed readline()'s line limit

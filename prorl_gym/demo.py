@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """`make demo`: real rollouts end to end, then a summary.
 
 Starts the scripted policy (a stand-in for a GPU model) and, with one NeMo Gym `ng_run`,
@@ -42,9 +44,10 @@ def summary(env: Environment, records: list[dict], seconds: float) -> str:
     failures = {k.removeprefix("failures/"): v for k, v in m.items() if k.startswith("failures/")}
     stages = "/".join(
         f"{statistics.median(r['timings'][f'{stage}_s'] for r in records if f'{stage}_s' in r['timings']):.2f}"
-        if any(f"{stage}_s" in r["timings"] for r in records) else "-"
+        if any(f"{stage}_s" in r["timings"] for r in records)
+        else "-"
         for stage in ("init", "run", "eval")
-    )  # fmt: skip
+    )
     mean = statistics.fmean(r["reward"] for r in records) if records else float("nan")
     contiguous = sum(1 for r in records if r.get("token_ids_contiguous"))
     return (

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Run the whole stack as child processes: the scripted policy (optional) and `ng_run`.
 
 Used by the demo, the end-to-end tests and the benchmarks. Everything it starts runs in
@@ -74,7 +76,7 @@ class Stack:
             f"+head_server.port={self.head_port}",
         ]
 
-    def __enter__(self) -> "Stack":
+    def __enter__(self) -> Stack:
         try:
             self.start()
         except BaseException:
@@ -87,12 +89,15 @@ class Stack:
 
     def _spawn(self, argv: list[str], log_name: str) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_dir / log_name, "w")
-        proc = subprocess.Popen(
-            argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env=dict(os.environ, PYTHONUNBUFFERED="1", RAY_USAGE_STATS_ENABLED="0"),
-        )  # fmt: skip
-        log.close()
+        with open(self.log_dir / log_name, "w") as log:
+            proc = subprocess.Popen(
+                argv,
+                cwd=REPO_ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                env=dict(os.environ, PYTHONUNBUFFERED="1", RAY_USAGE_STATS_ENABLED="0"),
+            )
         self._procs.append(proc)
         return proc
 
@@ -101,10 +106,17 @@ class Stack:
         if self.policy_data is not None:
             data = [arg for path in self.policy_data for arg in ("--data", path)]
             self._spawn(
-                [str(BIN / "python"), "-m", "responses_api_models.scripted_policy", *data,
-                 "--port", str(self.policy_port), *self.policy_args],
+                [
+                    str(BIN / "python"),
+                    "-m",
+                    "responses_api_models.scripted_policy",
+                    *data,
+                    "--port",
+                    str(self.policy_port),
+                    *self.policy_args,
+                ],
                 "scripted_policy.log",
-            )  # fmt: skip
+            )
             self._wait_http(f"http://127.0.0.1:{self.policy_port}/health", "scripted policy", self._procs[-1])
             overrides.append(f"+policy_base_url=http://127.0.0.1:{self.policy_port}/v1")
         ng_run = self._spawn([str(BIN / "ng_run"), *self.common_overrides, *overrides], "ng_run.log")
@@ -132,17 +144,34 @@ class Stack:
             time.sleep(0.2)
         raise StackError(f"ng_run not ready within {self.ready_timeout_s}s; see {log}")
 
-    def collect_argv(self, agent: str, input_jsonl: str | Path, output_jsonl: str | Path, num_repeats: int = 1,
-                     extra: list[str] | None = None) -> list[str]:  # fmt: skip
+    def collect_argv(
+        self,
+        agent: str,
+        input_jsonl: str | Path,
+        output_jsonl: str | Path,
+        num_repeats: int = 1,
+        extra: list[str] | None = None,
+    ) -> list[str]:
         """The ng_collect_rollouts command line for this stack."""
         return [
-            str(BIN / "ng_collect_rollouts"), *self.common_overrides,
-            f"+agent_name={agent}", f"+input_jsonl_fpath={input_jsonl}", f"+output_jsonl_fpath={output_jsonl}",
-            f"+num_repeats={num_repeats}", *(extra or []),
-        ]  # fmt: skip
+            str(BIN / "ng_collect_rollouts"),
+            *self.common_overrides,
+            f"+agent_name={agent}",
+            f"+input_jsonl_fpath={input_jsonl}",
+            f"+output_jsonl_fpath={output_jsonl}",
+            f"+num_repeats={num_repeats}",
+            *(extra or []),
+        ]
 
-    def collect(self, agent: str, input_jsonl: str | Path, output_jsonl: str | Path, num_repeats: int = 1,
-                extra: list[str] | None = None, timeout_s: float = 1800) -> subprocess.CompletedProcess:  # fmt: skip
+    def collect(
+        self,
+        agent: str,
+        input_jsonl: str | Path,
+        output_jsonl: str | Path,
+        num_repeats: int = 1,
+        extra: list[str] | None = None,
+        timeout_s: float = 1800,
+    ) -> subprocess.CompletedProcess:
         """Run NeMo Gym's ng_collect_rollouts against this stack."""
         argv = self.collect_argv(agent, input_jsonl, output_jsonl, num_repeats, extra)
         self.log_dir.mkdir(parents=True, exist_ok=True)

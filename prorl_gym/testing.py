@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for tests and benchmarks: build NeMo Gym servers without ng_run, fake transcripts."""
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from omegaconf import OmegaConf
 
 def offline_server_client() -> ServerClient:
     """A ServerClient that knows no other servers (for a server tested on its own)."""
-    return ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=1), global_config_dict=OmegaConf.create({}))
+    return ServerClient(
+        head_server_config=BaseServerConfig(host="127.0.0.1", port=1), global_config_dict=OmegaConf.create({})
+    )
 
 
 def build_server(server_cls: type, name: str, server_client: ServerClient | None = None, **config: Any):
@@ -28,14 +32,34 @@ def transcript(final_text: str | None = None, tool_calls: list[tuple[str, str]] 
     output: list[dict] = []
     for name, arguments in tool_calls:
         call_id = f"call_{uuid.uuid4().hex[:8]}"
-        output.append({"type": "function_call", "name": name, "arguments": arguments, "call_id": call_id, "id": call_id, "status": "completed"})
+        output.append(
+            {
+                "type": "function_call",
+                "name": name,
+                "arguments": arguments,
+                "call_id": call_id,
+                "id": call_id,
+                "status": "completed",
+            }
+        )
         output.append({"type": "function_call_output", "call_id": call_id, "output": "ok"})
     if final_text is not None:
-        output.append({
-            "type": "message", "role": "assistant", "id": f"msg_{uuid.uuid4().hex[:8]}", "status": "completed",
-            "content": [{"type": "output_text", "text": final_text, "annotations": []}],
-        })  # fmt: skip
+        output.append(
+            {
+                "type": "message",
+                "role": "assistant",
+                "id": f"msg_{uuid.uuid4().hex[:8]}",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": final_text, "annotations": []}],
+            }
+        )
     return {
-        "id": "resp_test", "created_at": int(time.time()), "model": "test", "object": "response", "output": output,
-        "parallel_tool_calls": False, "tool_choice": "auto", "tools": [],
-    }  # fmt: skip
+        "id": "resp_test",
+        "created_at": int(time.time()),
+        "model": "test",
+        "object": "response",
+        "output": output,
+        "parallel_tool_calls": False,
+        "tool_choice": "auto",
+        "tools": [],
+    }

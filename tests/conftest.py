@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Shared fixtures: sandboxes under a per-test root directory."""
 
 from __future__ import annotations

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """All four task families end to end: scripted policy + real ng_run + ng_collect_rollouts.
 
 One stack for the module (configs/all.yaml: one ng_run serving math, code, STEM and SWE).
@@ -117,7 +119,9 @@ def test_plain_rows_as_a_dataset_has_them(stack, rollouts):
     output = stack.tmp / "plain.jsonl"
     stack.collect("math_agent", example("math"), output)
     records = read_jsonl(output, missing_ok=True)
-    assert [r["reward"] for r in records] == [1.0] * 5 and not read_jsonl(stack.tmp / "plain_failures.jsonl", missing_ok=True)
+    assert [r["reward"] for r in records] == [1.0] * 5 and not read_jsonl(
+        stack.tmp / "plain_failures.jsonl", missing_ok=True
+    )
 
 
 def test_a_dead_policy_endpoint_is_a_typed_failure_not_reward_zero(stack, rollouts):

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The job API end to end: the example trainer and the typed client against a real stack.
 
 One stack for the module: configs/math.yaml under ng_run, the scripted policy with 400 ms
@@ -44,12 +46,19 @@ def stack(tmp_path_factory):
     sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-jobs-", dir="/tmp"))  # reachable by the sandbox uid
     sandbox_root.chmod(0o711)
     overrides = [
-        f"+math.resources_servers.math.sandbox.root_dir={sandbox_root}", f"{AGENT}.limits.policy_call_timeout_s=5",
-        f"{AGENT}.max_run_workers=4", f"{AGENT}.jobs.max_batch_rows=16",
-    ]  # fmt: skip
+        f"+math.resources_servers.math.sandbox.root_dir={sandbox_root}",
+        f"{AGENT}.limits.policy_call_timeout_s=5",
+        f"{AGENT}.max_run_workers=4",
+        f"{AGENT}.jobs.max_batch_rows=16",
+    ]
     logs = tmp_path_factory.mktemp("jobs") / "logs"
-    with Stack(["configs/math.yaml"], overrides=overrides, policy_data=[str(EXAMPLE)],
-               policy_args=["--latency-ms", "400"], log_dir=logs) as stack:  # fmt: skip
+    with Stack(
+        ["configs/math.yaml"],
+        overrides=overrides,
+        policy_data=[str(EXAMPLE)],
+        policy_args=["--latency-ms", "400"],
+        log_dir=logs,
+    ) as stack:
         stack.sandbox_root = sandbox_root
         stack.agent_url = asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", "math_agent"))
         yield stack
@@ -87,12 +96,23 @@ async def test_the_training_loop_example_runs_end_to_end(client):
     updates = []
     started = time.perf_counter()
     reports = await training_loop(
-        client, data, steps=2, prompts_per_step=4, group_size=2, sampling={"temperature": 1.0},
-        run_id=f"e2e-{os.getpid()}", update=updates.append,
-    )  # fmt: skip
+        client,
+        data,
+        steps=2,
+        prompts_per_step=4,
+        group_size=2,
+        sampling={"temperature": 1.0},
+        run_id=f"e2e-{os.getpid()}",
+        update=updates.append,
+    )
     assert [(r.submitted, r.received, r.usable, r.failures) for r in reports] == [(8, 8, 8, {})] * 2
     for report in reports:
-        assert {g.prompt: g.rewards for g in report.groups} == {0: [1.0, 1.0], 1: [1.0, 1.0], 2: [0.0, 0.0], 3: [0.0, 0.0]}
+        assert {g.prompt: g.rewards for g in report.groups} == {
+            0: [1.0, 1.0],
+            1: [1.0, 1.0],
+            2: [0.0, 0.0],
+            3: [0.0, 0.0],
+        }
         assert report.kept == [] and all(a == 0.0 for g in report.groups for a in g.advantages)  # uniform groups
     assert len(updates) == 2
     # the second step was submitted before the first was consumed, so the two overlapped
@@ -104,8 +124,14 @@ async def test_the_training_loop_example_runs_end_to_end(client):
 
 async def test_the_training_loop_stops_each_step_early_once_k_results_are_usable(stack, client):
     reports = await training_loop(
-        client, rows("gold", 4), steps=2, prompts_per_step=4, group_size=4, stop_after=6, run_id=f"early-{os.getpid()}",
-    )  # fmt: skip
+        client,
+        rows("gold", 4),
+        steps=2,
+        prompts_per_step=4,
+        group_size=4,
+        stop_after=6,
+        run_id=f"early-{os.getpid()}",
+    )
     for report in reports:
         cancelled = report.failures.get("cancelled", 0)
         assert report.received == report.submitted == 16 and report.usable >= 6 and cancelled > 0
@@ -127,8 +153,10 @@ async def test_stop_after_k_usable_results_cancels_the_rest_and_releases_their_s
         else:
             assert record["reward"] == 1.0 and record["failure"] is None and record["token_ids_contiguous"]
     assert (await client.progress(batch.batch_id)).model_dump(include={"total", "done", "stop_after"}) == {
-        "total": 20, "done": True, "stop_after": 4,
-    }  # fmt: skip
+        "total": 20,
+        "done": True,
+        "stop_after": 4,
+    }
     await no_sandboxes_left(stack)
 
 
@@ -161,10 +189,12 @@ async def test_resubmission_is_idempotent_and_sse_streams_work(stack, client):
     records = await client.results(batch_id)
     assert [r["reward"] for r in records] == [1.0], [r["failure"] for r in records]
     headers = {"Accept": "text/event-stream"}
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"{stack.agent_url}/batches/{batch_id}/results", headers=headers) as response:
-            assert response.headers["content-type"].startswith("text/event-stream")
-            events = [line for line in (await response.text()).splitlines() if line.startswith("data: ")]
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{stack.agent_url}/batches/{batch_id}/results", headers=headers) as response,
+    ):
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = [line for line in (await response.text()).splitlines() if line.startswith("data: ")]
     assert [json.loads(e.removeprefix("data: "))["job_id"] for e in events] == first.job_ids
 
 
@@ -203,7 +233,9 @@ async def test_a_dead_policy_endpoint_is_a_policy_error_never_reward_zero(stack,
     records = await asyncio.wait_for(client.results(batch.batch_id), 60)
     assert len(records) == 10
     errors = [r for r in records if r["failure"]]
-    assert errors and all(r["failure"]["type"] == "policy_error" and r["_ng_failure_class"] == "policy_error" for r in errors)
+    assert errors and all(
+        r["failure"]["type"] == "policy_error" and r["_ng_failure_class"] == "policy_error" for r in errors
+    )
     assert all(r["reward"] == 1.0 for r in records if not r["failure"])  # never a silent 0
     status = await client.status()  # the server keeps serving
     assert status.failed_by_type["policy_error"] >= len(errors) and status.active_jobs == 0

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Per-environment evaluation: run an environment over a dataset split and write a report.
 
     python -m prorl_gym.evaluation --env math --split validation [--repeats 4]   (or `make eval`)

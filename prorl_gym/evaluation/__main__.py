@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Evaluate one environment over a dataset split: rollouts, then a markdown report with plots.
 
     python -m prorl_gym.evaluation --env math --split validation [--repeats 4] [--limit N]
@@ -30,26 +32,42 @@ from prorl_gym.stack import REPO_ROOT, StackError, collected_records, failures_p
 
 def raw_files(output: Path) -> list[Path]:
     """What ng_collect_rollouts wrote next to `output`: successes, failures sidecar, its metrics."""
-    names = [output.name, failures_path(output).name, f"{output.stem}_aggregate_metrics.json",
-             f"{output.stem}_materialized_inputs.jsonl"]  # fmt: skip
+    names = [
+        output.name,
+        failures_path(output).name,
+        f"{output.stem}_aggregate_metrics.json",
+        f"{output.stem}_materialized_inputs.jsonl",
+    ]
     return [output.with_name(n) for n in names if output.with_name(n).exists()]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m prorl_gym.evaluation", description=__doc__.splitlines()[0])
     parser.add_argument("--env", choices=ENVS)
-    parser.add_argument("--split", default="validation", help="split type (example/train/validation) or name (default: validation)")
-    parser.add_argument("--repeats", type=int, default=None, help="rollouts per row: pass@k for k = 1..repeats (default 4)")
+    parser.add_argument(
+        "--split", default="validation", help="split type (example/train/validation) or name (default: validation)"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=None, help="rollouts per row: pass@k for k = 1..repeats (default 4)"
+    )
     parser.add_argument("--limit", type=int, default=None, help="only the first N rows of the split")
-    parser.add_argument("--policy-base-url", default=None, help="OpenAI-compatible endpoint; default: the scripted policy")
+    parser.add_argument(
+        "--policy-base-url", default=None, help="OpenAI-compatible endpoint; default: the scripted policy"
+    )
     parser.add_argument("--policy-model", default=None, help="model name at --policy-base-url")
     parser.add_argument("--scripted-mode", default="gold", choices=SCRIPTED_MODES, help="scripted policy behaviour")
     parser.add_argument("--pass-threshold", type=float, default=1.0, help="a rollout passes when reward >= this")
-    parser.add_argument("--sandbox-root", default=None, help="host dir for sandboxes (must be traversable by the sandbox uid)")
+    parser.add_argument(
+        "--sandbox-root", default=None, help="host dir for sandboxes (must be traversable by the sandbox uid)"
+    )
     parser.add_argument("--parallel", type=int, default=None, help="ng_collect_rollouts' num_samples_in_parallel")
     parser.add_argument("--timeout", type=float, default=None, help="seconds for the whole collection")
-    parser.add_argument("--out", type=Path, default=None, help="output dir (default results/eval/<env>-<split>-<timestamp>/)")
-    parser.add_argument("--from-records", type=Path, nargs="+", default=None, help="build the report from these jsonl files")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="output dir (default results/eval/<env>-<split>-<timestamp>/)"
+    )
+    parser.add_argument(
+        "--from-records", type=Path, nargs="+", default=None, help="build the report from these jsonl files"
+    )
     args = parser.parse_args(argv)
     if args.from_records is None and args.env is None:
         parser.error("--env is required (or --from-records)")
@@ -66,9 +84,16 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m prorl_gym.evaluation " + shlex.join(sys.argv[1:] if argv is None else argv)
     if args.from_records:
         out = args.out or REPO_ROOT / "results" / "eval" / f"report-{started:%Y%m%d-%H%M%S}"
-        records = [r for path in args.from_records for r in read_jsonl(path, missing_ok=True)]  # one run: successes + failures
-        meta = {"env": args.env or "records", "split": args.split if args.env else ", ".join(map(str, args.from_records)),
-                "repeats": args.repeats, "started": f"{started:%Y-%m-%d %H:%M:%S}", "command": command}  # fmt: skip
+        records = [
+            r for path in args.from_records for r in read_jsonl(path, missing_ok=True)
+        ]  # one run: successes + failures
+        meta = {
+            "env": args.env or "records",
+            "split": args.split if args.env else ", ".join(map(str, args.from_records)),
+            "repeats": args.repeats,
+            "started": f"{started:%Y-%m-%d %H:%M:%S}",
+            "command": command,
+        }
         build_report(records, out, meta, repeats=args.repeats, threshold=args.pass_threshold)
         print(f"report: {out / 'report.md'}")
         return 0
@@ -84,23 +109,41 @@ def main(argv: list[str] | None = None) -> int:
     policy = Policy(args.policy_base_url, args.policy_model, args.scripted_mode)
     t0 = time.perf_counter()
     try:
-        output = run(args.env, split.path, out, policy, repeats, limit=args.limit, sandbox_root=args.sandbox_root,
-                     parallel=args.parallel, timeout_s=args.timeout)  # fmt: skip
+        output = run(
+            args.env,
+            split.path,
+            out,
+            policy,
+            repeats,
+            limit=args.limit,
+            sandbox_root=args.sandbox_root,
+            parallel=args.parallel,
+            timeout_s=args.timeout,
+        )
     except (StackError, subprocess.TimeoutExpired) as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1
     files = raw_files(output)
     meta = {
-        "env": args.env, "split": f"{split.type} ({split.name})", "dataset": str(split.path.relative_to(REPO_ROOT)),
-        "policy": policy.label, "repeats": repeats, "limit": args.limit, "started": f"{started:%Y-%m-%d %H:%M:%S}",
-        "duration_s": round(time.perf_counter() - t0, 1), "command": command, "raw_files": [f.name for f in files],
-    }  # fmt: skip
+        "env": args.env,
+        "split": f"{split.type} ({split.name})",
+        "dataset": str(split.path.relative_to(REPO_ROOT)),
+        "policy": policy.label,
+        "repeats": repeats,
+        "limit": args.limit,
+        "started": f"{started:%Y-%m-%d %H:%M:%S}",
+        "duration_s": round(time.perf_counter() - t0, 1),
+        "command": command,
+        "raw_files": [f.name for f in files],
+    }
     records = collected_records(output)
     metrics = build_report(records, out, meta, repeats=repeats, threshold=args.pass_threshold)
     pass_at = "  ".join(f"pass@{k} {v:.3f}" for k, v in metrics["pass_at_k"].items())
     mean = metrics["reward"]["mean_all"]
-    print(f"[{args.env}/{split.type}] {metrics['counts']['rollouts']} rollouts, {metrics['counts']['failed_rollouts']} failed, "
-          f"mean reward {mean if mean is None else round(mean, 3)}  {pass_at}")  # fmt: skip
+    print(
+        f"[{args.env}/{split.type}] {metrics['counts']['rollouts']} rollouts, {metrics['counts']['failed_rollouts']} failed, "
+        f"mean reward {mean if mean is None else round(mean, 3)}  {pass_at}"
+    )
     print(f"report: {out / 'report.md'}")
     return 0
 

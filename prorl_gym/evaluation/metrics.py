@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Evaluation metrics over rollout records (pure: no servers, no files).
 
 `evaluate(records, repeats=...)` -> a JSON-serialisable dict that report.py renders. Records
@@ -16,15 +18,44 @@ from typing import Any
 from prorl_gym.pipeline.metrics import percentile
 
 # Stage times first (the pipeline's INIT/RUN/EVAL), then their queue waits, then the split of RUN.
-TIMING_KEYS = ("init_s", "run_s", "eval_s", "init_queue_s", "run_queue_s", "eval_queue_s", "policy_s", "tools_s", "total_s")
+TIMING_KEYS = (
+    "init_s",
+    "run_s",
+    "eval_s",
+    "init_queue_s",
+    "run_queue_s",
+    "eval_queue_s",
+    "policy_s",
+    "tools_s",
+    "total_s",
+)
 # Verifier fields some environments add (code, swe, ...): summarised over valid rollouts when present.
 NUMERIC_EXTRAS = (
-    "pass_fraction", "tests_passed", "tests_failed", "tests_total", "solution_chars", "test_seconds", "patch_bytes",
-    "fail_to_pass_passed", "fail_to_pass_total", "pass_to_pass_passed", "pass_to_pass_total", "eval_seconds",
-)  # fmt: skip
+    "pass_fraction",
+    "tests_passed",
+    "tests_failed",
+    "tests_total",
+    "solution_chars",
+    "test_seconds",
+    "patch_bytes",
+    "fail_to_pass_passed",
+    "fail_to_pass_total",
+    "pass_to_pass_passed",
+    "pass_to_pass_total",
+    "eval_seconds",
+)
 BOOLEAN_EXTRAS = ("resolved", "patch_applied", "tests_timed_out")
 # Row or verifier fields worth a reward breakdown (math generator, stem subject, code source, swe repo, ...).
-CATEGORICAL_EXTRAS = ("generator", "subject", "answer_kind", "data_source", "repo", "answer_problem", "reason", "apply_method")
+CATEGORICAL_EXTRAS = (
+    "generator",
+    "subject",
+    "answer_kind",
+    "data_source",
+    "repo",
+    "answer_problem",
+    "reason",
+    "apply_method",
+)
 MAX_CATEGORIES = 20
 
 
@@ -59,9 +90,11 @@ def summary(values: list[float]) -> dict[str, float | int | None]:
     return {
         "n": len(values),
         "mean": statistics.fmean(values) if values else None,
-        "p50": percentile(values, 50), "p90": percentile(values, 90), "p99": percentile(values, 99),
+        "p50": percentile(values, 50),
+        "p90": percentile(values, 90),
+        "p99": percentile(values, 99),
         "max": max(values) if values else None,
-    }  # fmt: skip
+    }
 
 
 def passes(record: dict[str, Any], threshold: float) -> bool:
@@ -74,18 +107,28 @@ def task_results(records: list[dict[str, Any]], threshold: float, repeats: int |
     for record in records:
         by_task[task_key(record)].append(record)
     results = []
+
     def order(item: tuple[Any, list[dict[str, Any]]]) -> tuple:
         index = item[1][0].get("_ng_task_index")
-        return (str((item[1][0].get("agent_ref") or {}).get("name")), index if isinstance(index, int) else -1, str(item[0]))
+        return (
+            str((item[1][0].get("agent_ref") or {}).get("name")),
+            index if isinstance(index, int) else -1,
+            str(item[0]),
+        )
 
     for key, group in sorted(by_task.items(), key=order):
         n = max(len(group), repeats or 0)
-        results.append({
-            "task": key, "task_id": group[0].get("task_id"), "n": n, "recorded": len(group),
-            "c": sum(passes(r, threshold) for r in group),
-            "failed": sum(1 for r in group if r.get("failure")),
-            "mean_reward": sum(float(r.get("reward") or 0.0) for r in group if not r.get("failure")) / n,
-        })  # fmt: skip
+        results.append(
+            {
+                "task": key,
+                "task_id": group[0].get("task_id"),
+                "n": n,
+                "recorded": len(group),
+                "c": sum(passes(r, threshold) for r in group),
+                "failed": sum(1 for r in group if r.get("failure")),
+                "mean_reward": sum(float(r.get("reward") or 0.0) for r in group if not r.get("failure")) / n,
+            }
+        )
     return results
 
 
@@ -96,7 +139,9 @@ def failure_breakdown(failed: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "by_type": dict(Counter(r["failure"].get("type", "?") for r in failed).most_common()),
         "by_stage": dict(Counter(r["failure"].get("stage", "?") for r in failed).most_common()),
-        "by_stage_type": dict(Counter(f"{r['failure'].get('stage')}/{r['failure'].get('type')}" for r in failed).most_common()),
+        "by_stage_type": dict(
+            Counter(f"{r['failure'].get('stage')}/{r['failure'].get('type')}" for r in failed).most_common()
+        ),
         "examples": examples,
     }
 
@@ -106,7 +151,9 @@ def timing_percentiles(records: list[dict[str, Any]]) -> dict[str, dict[str, Any
     keys += sorted({k for r in records for k in (r.get("timings") or {}) if k.endswith("_s") and k not in keys})
     out = {}
     for key in keys:
-        values = [float(r["timings"][key]) for r in records if isinstance((r.get("timings") or {}).get(key), (int, float))]
+        values = [
+            float(r["timings"][key]) for r in records if isinstance((r.get("timings") or {}).get(key), (int, float))
+        ]
         if values:
             out[key] = summary(values)
     return out
@@ -119,14 +166,18 @@ def tool_stats(valid: list[dict[str, Any]]) -> dict[str, Any]:
         if values:
             out[key] = summary(values) | {"total": sum(values), "distribution": dict(sorted(Counter(values).items()))}
     if "malformed_tool_calls" in out:
-        out["malformed_tool_calls"]["rollouts_with_any"] = sum(1 for r in valid if (r.get("malformed_tool_calls") or 0) > 0)
+        out["malformed_tool_calls"]["rollouts_with_any"] = sum(
+            1 for r in valid if (r.get("malformed_tool_calls") or 0) > 0
+        )
     return out
 
 
 def extras(valid: list[dict[str, Any]]) -> dict[str, Any]:
     numeric = {}
     for key in NUMERIC_EXTRAS:
-        values = [float(r[key]) for r in valid if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)]
+        values = [
+            float(r[key]) for r in valid if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)
+        ]
         if values:
             numeric[key] = summary(values)
     boolean = {}
@@ -135,7 +186,10 @@ def extras(valid: list[dict[str, Any]]) -> dict[str, Any]:
         if values:
             boolean[key] = {"n": len(values), "fraction": sum(values) / len(values)}
     if any("extracted_answer" in r for r in valid):  # math, stem: did the answer parse at all?
-        boolean["extracted_answer"] = {"n": len(valid), "fraction": sum(1 for r in valid if r.get("extracted_answer")) / len(valid)}
+        boolean["extracted_answer"] = {
+            "n": len(valid),
+            "fraction": sum(1 for r in valid if r.get("extracted_answer")) / len(valid),
+        }
     categorical = {}
     for key in CATEGORICAL_EXTRAS:
         groups: dict[str, list[float]] = defaultdict(list)
@@ -161,8 +215,13 @@ def evaluate(records: list[dict[str, Any]], repeats: int | None = None, threshol
     contiguous = [bool(r["token_ids_contiguous"]) for r in records if r.get("token_ids_contiguous") is not None]
     return {
         "counts": {
-            "tasks": len(tasks), "repeats": repeats, "rollouts": len(records), "expected_rollouts": expected,
-            "missing_rollouts": expected - len(records), "valid_rollouts": len(valid), "failed_rollouts": len(failed),
+            "tasks": len(tasks),
+            "repeats": repeats,
+            "rollouts": len(records),
+            "expected_rollouts": expected,
+            "missing_rollouts": expected - len(records),
+            "valid_rollouts": len(valid),
+            "failed_rollouts": len(failed),
             "failure_rate": len(failed) / len(records) if records else 0.0,
         },
         "reward": {
@@ -173,7 +232,9 @@ def evaluate(records: list[dict[str, Any]], repeats: int | None = None, threshol
             "passing_rollouts": sum(passes(r, threshold) for r in records),
             "values_valid": dict(sorted(Counter(round(v, 4) for v in rewards_valid).items())),
         },
-        "pass_at_k": {str(k): statistics.fmean(pass_at_k(t["n"], t["c"], k) for t in tasks) for k in range(1, k_max + 1)},
+        "pass_at_k": {
+            str(k): statistics.fmean(pass_at_k(t["n"], t["c"], k) for t in tasks) for k in range(1, k_max + 1)
+        },
         "task_outcomes": {
             "solved_every_time": sum(1 for t in tasks if t["c"] == t["n"]),
             "solved_sometimes": sum(1 for t in tasks if 0 < t["c"] < t["n"]),
@@ -184,7 +245,10 @@ def evaluate(records: list[dict[str, Any]], repeats: int | None = None, threshol
         "timings": timing_percentiles(records),
         "tools": tool_stats(valid),
         "stop_reasons": dict(Counter(str(r.get("stop_reason")) for r in valid if r.get("stop_reason")).most_common()),
-        "token_ids_contiguous": {"n": len(contiguous), "fraction": sum(contiguous) / len(contiguous) if contiguous else None},
+        "token_ids_contiguous": {
+            "n": len(contiguous),
+            "fraction": sum(contiguous) / len(contiguous) if contiguous else None,
+        },
         "extras": extras(valid),
         "tasks": tasks,
     }

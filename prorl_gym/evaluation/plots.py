@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The report's PNGs: reward distribution and stage timing (matplotlib, Agg: no display needed)."""
 
 from __future__ import annotations
@@ -8,7 +10,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")  # headless: evaluation runs on servers and in CI
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 STAGES = ("init_s", "run_s", "eval_s")
 QUEUES = ("init_queue_s", "run_queue_s", "eval_queue_s")
@@ -20,7 +22,9 @@ def _empty(ax: Any, text: str) -> None:
     ax.set_yticks([])
 
 
-def reward_distribution(records: list[dict[str, Any]], tasks: list[dict[str, Any]], path: Path, threshold: float) -> Path:
+def reward_distribution(
+    records: list[dict[str, Any]], tasks: list[dict[str, Any]], path: Path, threshold: float
+) -> Path:
     """Left: reward per rollout (failed rollouts stacked apart); right: pass rate per task (c/n)."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     valid = [float(r.get("reward") or 0.0) for r in records if not r.get("failure")]
@@ -29,7 +33,13 @@ def reward_distribution(records: list[dict[str, Any]], tasks: list[dict[str, Any
         low = min([0.0, *valid])
         high = max([1.0, *valid])
         bins = [low + (high - low) * i / 20 for i in range(21)]
-        left.hist([valid, failed], bins=bins, stacked=True, label=["valid", "failed (reward 0)"], color=["tab:blue", "tab:red"])
+        left.hist(
+            [valid, failed],
+            bins=bins,
+            stacked=True,
+            label=["valid", "failed (reward 0)"],
+            color=["tab:blue", "tab:red"],
+        )
         left.axvline(threshold, color="gray", linestyle="--", linewidth=1, label=f"pass threshold {threshold:g}")
         left.legend(fontsize=8)
     else:
@@ -47,7 +57,10 @@ def reward_distribution(records: list[dict[str, Any]], tasks: list[dict[str, Any
 
 
 def _boxes(ax: Any, records: list[dict[str, Any]], keys: tuple[str, ...], title: str) -> None:
-    series = {k: [float(r["timings"][k]) for r in records if isinstance((r.get("timings") or {}).get(k), (int, float))] for k in keys}
+    series = {
+        k: [float(r["timings"][k]) for r in records if isinstance((r.get("timings") or {}).get(k), (int, float))]
+        for k in keys
+    }
     series = {k: v for k, v in series.items() if v}
     if not series:
         _empty(ax, "no timing data")

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Build an evaluation report from rollout records: metrics.json, two PNGs and report.md.
 
 Pure with respect to the stack: give it records (e.g. read back from a run's jsonl, or the
@@ -15,7 +17,17 @@ from prorl_gym.evaluation.metrics import dedupe, evaluate
 
 REWARD_PNG = "reward_distribution.png"
 TIMING_PNG = "stage_timing.png"
-SECTIONS = ("Summary", "Reward", "pass@k", "Failures", "Stage timing", "Tool calls and turns", "Stop reasons", "Environment-specific", "Files")
+SECTIONS = (
+    "Summary",
+    "Reward",
+    "pass@k",
+    "Failures",
+    "Stage timing",
+    "Tool calls and turns",
+    "Stop reasons",
+    "Environment-specific",
+    "Files",
+)
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -38,27 +50,45 @@ def _counts(distribution: dict[Any, int]) -> str:
 
 def summary_section(m: dict[str, Any], meta: dict[str, Any]) -> str:
     c, r = m["counts"], m["reward"]
-    rows = [[key, meta[key]] for key in ("env", "split", "dataset", "policy", "repeats", "limit", "started", "duration_s") if meta.get(key) is not None]
+    rows = [
+        [key, meta[key]]
+        for key in ("env", "split", "dataset", "policy", "repeats", "limit", "started", "duration_s")
+        if meta.get(key) is not None
+    ]
     rows += [
-        ["tasks", c["tasks"]], ["rollouts (recorded / expected)", f"{c['rollouts']} / {c['expected_rollouts']}"],
-        ["valid / failed rollouts", f"{c['valid_rollouts']} / {c['failed_rollouts']} (failure rate {fmt(c['failure_rate'])})"],
-        ["mean reward, all rollouts (failed = 0)", r["mean_all"]], ["mean reward, valid rollouts", r["mean_valid"]],
-    ]  # fmt: skip
+        ["tasks", c["tasks"]],
+        ["rollouts (recorded / expected)", f"{c['rollouts']} / {c['expected_rollouts']}"],
+        [
+            "valid / failed rollouts",
+            f"{c['valid_rollouts']} / {c['failed_rollouts']} (failure rate {fmt(c['failure_rate'])})",
+        ],
+        ["mean reward, all rollouts (failed = 0)", r["mean_all"]],
+        ["mean reward, valid rollouts", r["mean_valid"]],
+    ]
     rows += [[f"pass@{k}", v] for k, v in m["pass_at_k"].items()]
     if m["token_ids_contiguous"]["n"]:
-        rows.append(["token ids contiguous", f"{fmt(m['token_ids_contiguous']['fraction'])} of {m['token_ids_contiguous']['n']}"])
+        rows.append(
+            [
+                "token ids contiguous",
+                f"{fmt(m['token_ids_contiguous']['fraction'])} of {m['token_ids_contiguous']['n']}",
+            ]
+        )
     return "## Summary\n\n" + table(["", "value"], rows)
 
 
 def reward_section(m: dict[str, Any]) -> str:
     r, t = m["reward"], m["task_outcomes"]
     rows = [
-        ["mean (all rollouts, failed = 0)", r["mean_all"]], ["mean (valid rollouts)", r["mean_valid"]],
-        ["std (valid rollouts)", r["std_valid"]], [f"passing rollouts (reward >= {r['threshold']:g})", r["passing_rollouts"]],
+        ["mean (all rollouts, failed = 0)", r["mean_all"]],
+        ["mean (valid rollouts)", r["mean_valid"]],
+        ["std (valid rollouts)", r["std_valid"]],
+        [f"passing rollouts (reward >= {r['threshold']:g})", r["passing_rollouts"]],
         ["reward values (valid rollouts)", _counts(r["values_valid"]) or "-"],
-    ]  # fmt: skip
-    outcomes = table(["tasks solved every time", "sometimes", "never", "with failed rollouts"],
-                     [[t["solved_every_time"], t["solved_sometimes"], t["never_solved"], t["with_failures"]]])  # fmt: skip
+    ]
+    outcomes = table(
+        ["tasks solved every time", "sometimes", "never", "with failed rollouts"],
+        [[t["solved_every_time"], t["solved_sometimes"], t["never_solved"], t["with_failures"]]],
+    )
     return f"## Reward\n\n{table(['', 'value'], rows)}\n\n{outcomes}\n\n![reward distribution]({REWARD_PNG})"
 
 
@@ -78,13 +108,19 @@ def failures_section(m: dict[str, Any]) -> str:
     if not f["by_type"]:
         missing = f" {c['missing_rollouts']} rollouts are missing (no record)." if c["missing_rollouts"] else ""
         return "## Failures\n\nNo failed rollouts." + missing
-    by_type = table(["type", "rollouts", "share of rollouts", "example message"],
-                    [[k, v, v / c["rollouts"], f["examples"].get(k, "").replace("|", "\\|").replace("\n", " ")[:160]]
-                     for k, v in f["by_type"].items()])  # fmt: skip
+    by_type = table(
+        ["type", "rollouts", "share of rollouts", "example message"],
+        [
+            [k, v, v / c["rollouts"], f["examples"].get(k, "").replace("|", "\\|").replace("\n", " ")[:160]]
+            for k, v in f["by_type"].items()
+        ],
+    )
     by_stage = table(["stage", "rollouts"], [[k, v] for k, v in f["by_stage"].items()])
     by_both = table(["stage/type", "rollouts"], [[k, v] for k, v in f["by_stage_type"].items()])
     missing = f"\n\nMissing rollouts (no record at all): {c['missing_rollouts']}." if c["missing_rollouts"] else ""
-    return f"## Failures\n\nBy type:\n\n{by_type}\n\nBy stage:\n\n{by_stage}\n\nBy stage and type:\n\n{by_both}{missing}"
+    return (
+        f"## Failures\n\nBy type:\n\n{by_type}\n\nBy stage:\n\n{by_stage}\n\nBy stage and type:\n\n{by_both}{missing}"
+    )
 
 
 def seconds(value: float | None) -> str:
@@ -92,7 +128,10 @@ def seconds(value: float | None) -> str:
 
 
 def timing_section(m: dict[str, Any]) -> str:
-    rows = [[k.removesuffix("_s"), s["n"], *(seconds(s[q]) for q in ("p50", "p90", "p99", "mean", "max"))] for k, s in m["timings"].items()]
+    rows = [
+        [k.removesuffix("_s"), s["n"], *(seconds(s[q]) for q in ("p50", "p90", "p99", "mean", "max"))]
+        for k, s in m["timings"].items()
+    ]
     body = table(["timing (s)", "n", "p50", "p90", "p99", "mean", "max"], rows) if rows else "No timings recorded."
     return (
         "## Stage timing\n\ninit/run/eval: time in each pipeline stage; *_queue: wait for a stage worker; "
@@ -114,18 +153,28 @@ def tools_section(m: dict[str, Any]) -> str:
 
 def stop_reasons_section(m: dict[str, Any]) -> str:
     rows = [[k, v] for k, v in m["stop_reasons"].items()]
-    return "## Stop reasons\n\n" + (table(["stop reason (valid rollouts)", "rollouts"], rows) if rows else "None recorded.")
+    return "## Stop reasons\n\n" + (
+        table(["stop reason (valid rollouts)", "rollouts"], rows) if rows else "None recorded."
+    )
 
 
 def extras_section(m: dict[str, Any]) -> str:
     e, parts = m["extras"], []
     if e["numeric"]:
-        parts.append(table(["field", "n", "mean", "p50", "p90", "max"],
-                           [[k, s["n"], s["mean"], s["p50"], s["p90"], s["max"]] for k, s in e["numeric"].items()]))  # fmt: skip
+        parts.append(
+            table(
+                ["field", "n", "mean", "p50", "p90", "max"],
+                [[k, s["n"], s["mean"], s["p50"], s["p90"], s["max"]] for k, s in e["numeric"].items()],
+            )
+        )
     if e["boolean"]:
-        parts.append(table(["field", "n", "fraction true"], [[k, s["n"], s["fraction"]] for k, s in e["boolean"].items()]))
+        parts.append(
+            table(["field", "n", "fraction true"], [[k, s["n"], s["fraction"]] for k, s in e["boolean"].items()])
+        )
     for key, groups in e["categorical"].items():
-        parts.append(table([key, "rollouts", "mean reward"], [[v, g["rollouts"], g["mean_reward"]] for v, g in groups.items()]))
+        parts.append(
+            table([key, "rollouts", "mean reward"], [[v, g["rollouts"], g["mean_reward"]] for v, g in groups.items()])
+        )
     body = "\n\n".join(parts) if parts else "No environment-specific fields."
     return "## Environment-specific\n\nVerifier and row fields of this environment, over valid rollouts.\n\n" + body
 
@@ -139,14 +188,26 @@ def render(m: dict[str, Any], meta: dict[str, Any], files: list[str]) -> str:
     if meta.get("command"):
         title += f"\n\n`{meta['command']}`"
     sections = [
-        summary_section(m, meta), reward_section(m), pass_at_k_section(m), failures_section(m), timing_section(m),
-        tools_section(m), stop_reasons_section(m), extras_section(m), files_section(files),
-    ]  # fmt: skip
+        summary_section(m, meta),
+        reward_section(m),
+        pass_at_k_section(m),
+        failures_section(m),
+        timing_section(m),
+        tools_section(m),
+        stop_reasons_section(m),
+        extras_section(m),
+        files_section(files),
+    ]
     return "\n\n".join([title, *sections]) + "\n"
 
 
-def build_report(records: list[dict[str, Any]], out_dir: Path, meta: dict[str, Any] | None = None,
-                 repeats: int | None = None, threshold: float = 1.0) -> dict[str, Any]:  # fmt: skip
+def build_report(
+    records: list[dict[str, Any]],
+    out_dir: Path,
+    meta: dict[str, Any] | None = None,
+    repeats: int | None = None,
+    threshold: float = 1.0,
+) -> dict[str, Any]:
     """Write metrics.json, the PNGs and report.md into out_dir; returns the metrics."""
     meta = dict(meta or {})
     out_dir.mkdir(parents=True, exist_ok=True)

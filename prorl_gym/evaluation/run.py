@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Run an environment's agent over a dataset file: the stack (scripted or real policy) plus
 ng_collect_rollouts, whose progress bar is shown on this terminal and kept in the log."""
 
@@ -39,8 +41,16 @@ def _tee(stream: IO[bytes], log: IO[bytes]) -> None:
         sys.stderr.flush()
 
 
-def collect_with_progress(stack: Stack, agent: str, input_jsonl: Path, output_jsonl: Path, num_repeats: int,
-                          extra: list[str], timeout_s: float | None, log: Path) -> None:  # fmt: skip
+def collect_with_progress(
+    stack: Stack,
+    agent: str,
+    input_jsonl: Path,
+    output_jsonl: Path,
+    num_repeats: int,
+    extra: list[str],
+    timeout_s: float | None,
+    log: Path,
+) -> None:
     """Stack.collect, but with ng_collect_rollouts' stderr (its tqdm bar) teed to our stderr."""
     argv = stack.collect_argv(agent, input_jsonl, output_jsonl, num_repeats, extra)
     with open(log, "ab") as out:
@@ -60,8 +70,17 @@ def collect_with_progress(stack: Stack, agent: str, input_jsonl: Path, output_js
         raise StackError(f"ng_collect_rollouts failed ({proc.returncode}); see {log}")
 
 
-def run(env: str, dataset: Path, out_dir: Path, policy: Policy, repeats: int, limit: int | None = None,
-        sandbox_root: str | None = None, parallel: int | None = None, timeout_s: float | None = None) -> Path:  # fmt: skip
+def run(
+    env: str,
+    dataset: Path,
+    out_dir: Path,
+    policy: Policy,
+    repeats: int,
+    limit: int | None = None,
+    sandbox_root: str | None = None,
+    parallel: int | None = None,
+    timeout_s: float | None = None,
+) -> Path:
     """Collect `repeats` rollouts per row into out_dir/rollouts.jsonl (+ _failures.jsonl); returns that path."""
     overrides = [f"+{env}.resources_servers.{env}.sandbox.root_dir={sandbox_root}"] if sandbox_root else []
     if policy.base_url:
@@ -76,7 +95,13 @@ def run(env: str, dataset: Path, out_dir: Path, policy: Policy, repeats: int, li
     output = out_dir / "rollouts.jsonl"
     logs = out_dir / "logs"
     print(f"[eval] starting {policy.label} and ng_run ({env}); logs in {logs}", file=sys.stderr, flush=True)
-    with Stack([f"configs/{env}.yaml"], overrides=overrides, policy_data=policy_data, policy_args=policy_args, log_dir=logs) as stack:
-        print(f"[eval] collecting {repeats} rollout(s) per row of {dataset.name} with ng_collect_rollouts", file=sys.stderr, flush=True)
+    with Stack(
+        [f"configs/{env}.yaml"], overrides=overrides, policy_data=policy_data, policy_args=policy_args, log_dir=logs
+    ) as stack:
+        print(
+            f"[eval] collecting {repeats} rollout(s) per row of {dataset.name} with ng_collect_rollouts",
+            file=sys.stderr,
+            flush=True,
+        )
         collect_with_progress(stack, f"{env}_agent", dataset, output, repeats, extra, timeout_s, logs / "collect.log")
     return output

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Dataset splits per environment, as declared by each agent's `datasets:` in its YAML config."""
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ def resolve(env: str, split: str) -> Split:
         raise SplitError(f"{env} has no split {split!r}; its splits: {listed}")
     chosen = matches[0]
     if not chosen.path.exists():
-        how = f"generate it with `.venv/bin/python {chosen.generator}` (or `make data`)" if chosen.generator else "it is not in the repo"
+        how = (
+            f"generate it with `.venv/bin/python {chosen.generator}` (or `make data`)"
+            if chosen.generator
+            else "it is not in the repo"
+        )
         raise SplitError(f"{chosen.path.relative_to(REPO_ROOT)} ({env} {chosen.type}) does not exist: {how}")
     return chosen

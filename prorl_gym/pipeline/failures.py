@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Typed rollout failures. A failed rollout is marked, never silently scored 0.
 
 NeMo Gym's ng_collect_rollouts routes rows carrying `_ng_failure_class` to a

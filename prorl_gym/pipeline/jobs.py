@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Jobs: rollouts handed to the service in batches, streamed back as they finish.
 
 One job = one rollout of one sample of one row; a batch = the jobs of one submission. Each
@@ -21,13 +23,34 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prorl_gym.client import Batch, BatchProgress, CancelResult, Job, JobLimits, JobStatus, Status, SubmitRequest, row_problem
+from prorl_gym.client import (
+    Batch,
+    BatchProgress,
+    CancelResult,
+    Job,
+    JobLimits,
+    JobStatus,
+    Status,
+    SubmitRequest,
+    row_problem,
+)
 from prorl_gym.pipeline.failures import FailureType
 from prorl_gym.pipeline.metrics import percentile
 
 log = logging.getLogger(__name__)
 Rollout = Callable[[dict], Awaitable[dict]]
-TIMING_KEYS = ("init_queue_s", "init_s", "run_queue_s", "run_s", "eval_queue_s", "eval_s", "total_s", "policy_s", "tools_s", "tool_exec_s")
+TIMING_KEYS = (
+    "init_queue_s",
+    "init_s",
+    "run_queue_s",
+    "run_s",
+    "eval_queue_s",
+    "eval_s",
+    "total_s",
+    "policy_s",
+    "tools_s",
+    "tool_exec_s",
+)
 
 
 class JobError(Exception):
@@ -67,8 +90,15 @@ class _Job:
 
 
 class JobManager:
-    def __init__(self, rollout: Rollout, limits: JobLimits | None = None, *, environments: tuple[str, ...] = (),
-                 stage_stats: Callable[[], dict] = dict, validate_row: Callable[[dict], Any] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        rollout: Rollout,
+        limits: JobLimits | None = None,
+        *,
+        environments: tuple[str, ...] = (),
+        stage_stats: Callable[[], dict] = dict,
+        validate_row: Callable[[dict], Any] | None = None,
+    ):
         self.limits = limits or JobLimits()
         self._rollout, self._environments = rollout, environments
         self._stage_stats, self._validate_row = stage_stats, validate_row
@@ -97,11 +127,15 @@ class JobManager:
         if not self._open:
             raise JobError(503, "the job service is not running")
         if request.environment is not None and self._environments and request.environment not in self._environments:
-            raise JobError(400, f"unknown environment {request.environment!r}; this agent serves {list(self._environments)}")
+            raise JobError(
+                400, f"unknown environment {request.environment!r}; this agent serves {list(self._environments)}"
+            )
         if len(rows) > lim.max_batch_rows:
             raise JobError(413, f"{len(rows)} rows exceed the limit of {lim.max_batch_rows} rows per batch")
         if (n := len(rows) * samples) > lim.max_batch_jobs:
-            raise JobError(413, f"{n} jobs (rows x samples_per_row) exceed the limit of {lim.max_batch_jobs} per batch")
+            raise JobError(
+                413, f"{n} jobs (rows x samples_per_row) exceed the limit of {lim.max_batch_jobs} per batch"
+            )
         if n == 0:
             raise JobError(422, "a batch needs at least one row")
         effective = self._effective_rows(rows, request.sampling.model_dump(exclude_none=True))
@@ -109,8 +143,12 @@ class JobManager:
         ids = request.job_ids or [f"{batch_id}/{i}/{s}" for i in range(len(rows)) for s in range(samples)]
         if len(ids) != n or len(set(ids)) != n or not all(0 < len(i) <= 256 for i in ids):
             raise JobError(422, f"job_ids must be {n} distinct ids of 1 to 256 characters, one per row sample")
-        prints = [hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest() for row in effective]
-        conflicts = [i for k, i in enumerate(ids) if i in self._jobs and self._jobs[i].fingerprint != prints[k // samples]]
+        prints = [
+            hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest() for row in effective
+        ]
+        conflicts = [
+            i for k, i in enumerate(ids) if i in self._jobs and self._jobs[i].fingerprint != prints[k // samples]
+        ]
         if conflicts:
             raise JobError(409, f"{len(conflicts)} job ids exist with other content: {conflicts[:10]}")
         if (old := self._batches.get(batch_id)) is not None:
@@ -119,7 +157,9 @@ class JobManager:
             return Batch(batch_id=batch_id, job_ids=ids, created=False, new_jobs=0)
         new = sum(i not in self._jobs for i in ids)
         if self._active + new > lim.max_active_jobs:
-            raise JobError(429, f"{self._active} jobs are running; {new} more would exceed {lim.max_active_jobs}. Retry later")
+            raise JobError(
+                429, f"{self._active} jobs are running; {new} more would exceed {lim.max_active_jobs}. Retry later"
+            )
         batch = self._batches[batch_id] = _Batch(batch_id, ids, request.stop_after)
         for k, job_id in enumerate(ids):
             if (job := self._jobs.get(job_id)) is None:
@@ -157,7 +197,9 @@ class JobManager:
 
     def _on_done(self, job: _Job, task: asyncio.Task) -> None:
         if task.cancelled():  # a record of its own, so that the consumer of the stream knows
-            record = self._failed_record(job, FailureType.CANCELLED, f"cancelled: {job.cancel_reason or 'task cancelled'}")
+            record = self._failed_record(
+                job, FailureType.CANCELLED, f"cancelled: {job.cancel_reason or 'task cancelled'}"
+            )
         elif (exc := task.exception()) is not None:
             log.error("job %s crashed", job.id, exc_info=exc)
             record = self._failed_record(job, FailureType.AGENT_ERROR, repr(exc))
@@ -180,8 +222,14 @@ class JobManager:
     def _failed_record(self, job: _Job, kind: FailureType, message: str) -> dict:
         failure = {"stage": None, "type": kind.value, "message": message}  # the stage is not visible from here
         timings = {"total_s": time.monotonic() - job.started}
-        return (job.row or {}) | {"response": None, "reward": 0.0, "failure": failure, "_ng_failure_class": kind.value,
-                                  "stop_reason": None, "timings": timings}  # fmt: skip
+        return (job.row or {}) | {
+            "response": None,
+            "reward": 0.0,
+            "failure": failure,
+            "_ng_failure_class": kind.value,
+            "stop_reason": None,
+            "timings": timings,
+        }
 
     def _deliver(self, batch: _Batch, job: _Job) -> None:
         batch.results.append(job.record | {"job_id": job.id, "batch_id": batch.id, "status": job.status})
@@ -218,13 +266,24 @@ class JobManager:
 
     async def job(self, job_id: str) -> Job:
         job = self._job(job_id)
-        return Job(job_id=job.id, batch_ids=[b.id for b in job.batches], status=job.status,
-                   cancel_requested=job.cancel_reason is not None, record=job.record)  # fmt: skip
+        return Job(
+            job_id=job.id,
+            batch_ids=[b.id for b in job.batches],
+            status=job.status,
+            cancel_requested=job.cancel_reason is not None,
+            record=job.record,
+        )
 
     async def batch(self, batch_id: str) -> BatchProgress:
         b = self._batch(batch_id)
-        return BatchProgress(batch_id=b.id, total=len(b.job_ids), finished=len(b.results), usable=b.usable,
-                             done=b.done, stop_after=b.stop_after)  # fmt: skip
+        return BatchProgress(
+            batch_id=b.id,
+            total=len(b.job_ids),
+            finished=len(b.results),
+            usable=b.usable,
+            done=b.done,
+            stop_after=b.stop_after,
+        )
 
     def _job(self, job_id: str) -> _Job:
         if (job := self._jobs.get(job_id)) is None:
@@ -275,18 +334,28 @@ class JobManager:
             if values := [t[key] for t in self._timings if isinstance(t.get(key), (int, float))]:
                 timings[key] = {f"p{q}": round(percentile(values, q), 4) for q in (50, 90, 99)} | {"n": len(values)}
         return Status(
-            stages=self._stage_stats(), active_jobs=self._active, retained_jobs=len(self._jobs) - self._active,
-            active_batches=len(self._batches) - len(self._finished), retained_batches=len(self._finished),
-            completed=self._counts["completed"], failed=self._counts["failed"], cancelled=self._counts["cancelled"],
-            failed_by_type=dict(self._failures), timings=timings, limits=self.limits,
-        )  # fmt: skip
+            stages=self._stage_stats(),
+            active_jobs=self._active,
+            retained_jobs=len(self._jobs) - self._active,
+            active_batches=len(self._batches) - len(self._finished),
+            retained_batches=len(self._finished),
+            completed=self._counts["completed"],
+            failed=self._counts["failed"],
+            cancelled=self._counts["cancelled"],
+            failed_by_type=dict(self._failures),
+            timings=timings,
+            limits=self.limits,
+        )
 
     def _prune(self) -> None:
         """Forget the oldest finished batches beyond the retention count or age, and their jobs."""
         now = time.monotonic()
         while self._finished:
             batch = next(iter(self._finished.values()))
-            if len(self._jobs) - self._active <= self.limits.retain_jobs and now - batch.finished_at <= self.limits.retain_s:
+            if (
+                len(self._jobs) - self._active <= self.limits.retain_jobs
+                and now - batch.finished_at <= self.limits.retain_s
+            ):
                 return
             del self._finished[batch.id], self._batches[batch.id]
             for job_id in batch.job_ids:

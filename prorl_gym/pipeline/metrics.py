@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Per-environment metrics over rollout records: rewards of valid rollouts, failures by
 type, stop reasons, and stage-time percentiles. Used by the agent's /aggregate_metrics
 and by the demo summary."""

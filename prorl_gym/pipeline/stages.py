@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Stage worker pools: INIT, RUN and EVAL each have their own capacity and time limit.
 
 A rollout holds a slot of one stage at a time, so a slow verifier occupies an EVAL slot,

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """NeMo RL's contiguity rule for multi-turn token ids."""
 
 from __future__ import annotations

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Base class for sandboxed NeMo Gym resources servers (math, code, STEM, SWE).
 
 Subclasses choose their tools in config and implement `evaluate`; this class owns the
@@ -87,9 +89,11 @@ class SandboxResourcesServer(SimpleResourcesServer):
             raise ValueError(f"unknown tools {unknown}; known: {sorted(TOOLS | extra)}")
         self._tools = [extra.get(name) or TOOLS[name] for name in self.config.tools]
         self._sessions = SandboxSessions(
-            self.config.sandbox, idle_ttl_s=self.config.session_idle_ttl_s, pool_size=self.config.warm_pool_size,
+            self.config.sandbox,
+            idle_ttl_s=self.config.session_idle_ttl_s,
+            pool_size=self.config.warm_pool_size,
             warm_kernels=self.config.prestart_kernel and "python" in self.config.tools,
-        )  # fmt: skip
+        )
         if self.config.verifier_workers:
             self._verifiers = VerifierPool(self.config.verifier_workers, timeout_s=self.config.verify_timeout_s)
         app.get("/tools")(self.list_tools)
@@ -181,9 +185,12 @@ class SandboxResourcesServer(SimpleResourcesServer):
             fields = await self.evaluate(body, self._sessions.find(session_id))
         except VerifierTimeout as exc:
             fields = {"reward": 0.0, "failure": Failure(stage=Stage.EVAL, type=FailureType.TIMEOUT, message=str(exc))}
-        except (VerifierError, SandboxError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, VerifierError, SandboxError) as exc:
             message = f"{type(exc).__name__}: {exc}"
-            fields = {"reward": 0.0, "failure": Failure(stage=Stage.EVAL, type=FailureType.EVAL_ERROR, message=message)}
+            fields = {
+                "reward": 0.0,
+                "failure": Failure(stage=Stage.EVAL, type=FailureType.EVAL_ERROR, message=message),
+            }
         finally:
             await self._sessions.release(session_id)
         return SandboxVerifyResponse(**(body.model_dump() | fields))

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Session id -> sandbox, for one resources server process.
 
 A rollout's session (NeMo Gym's session cookie) owns at most one sandbox, created at
@@ -82,7 +84,9 @@ class SandboxSessions:
         try:
             sandbox = self._sandboxes[session_id]
         except KeyError:
-            raise UnknownSessionError(f"no sandbox for session {session_id!r} (not seeded, finished or expired)") from None
+            raise UnknownSessionError(
+                f"no sandbox for session {session_id!r} (not seeded, finished or expired)"
+            ) from None
         self._last_used[session_id] = time.monotonic()
         return sandbox
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Reading a NeMo Gym response (the rollout transcript) the way verifiers need it."""
 
 from __future__ import annotations

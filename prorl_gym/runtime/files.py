@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """File operations that go through the sandbox itself, not through the host filesystem.
 
 Every read and write runs inside the sandbox (through a dedicated shell, so the agent's
@@ -89,8 +91,7 @@ class SandboxFiles:
         parent = shlex.quote(posixpath.dirname(target) or "/")
         encoded = base64.encodebytes(data).decode()
         out = await self._run(
-            f"mkdir -p -- {parent} && base64 -d > {q} <<'PRORL_B64_END'\n{encoded}PRORL_B64_END\n"
-            f"echo RC=$?"
+            f"mkdir -p -- {parent} && base64 -d > {q} <<'PRORL_B64_END'\n{encoded}PRORL_B64_END\necho RC=$?"
         )
         if not out.rstrip().endswith("RC=0"):
             raise SandboxFileError(f"could not write {target}: {out[-300:].strip()}")

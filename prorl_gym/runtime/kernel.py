@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """A persistent IPython kernel inside the sandbox, driven over ZMQ IPC (Unix sockets).
 
 The kernel listens on sockets in a directory private to its sandbox (bound at the same
@@ -33,6 +35,7 @@ import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
 from pydantic import BaseModel
 
+from prorl_gym.runtime.fdwait import fd_event
 from prorl_gym.runtime.output import BoundedOutput
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap, signal_group
 from prorl_gym.runtime.zygote import KernelZygote, ZygoteError
@@ -131,16 +134,22 @@ class IPythonKernel:
         if host.sandbox_uid is not None:  # the kernel (the sandbox's uid) binds here, for now
             os.chown(socket_dir, host.sandbox_uid, host.sandbox_uid)
         info = {
-            "transport": "ipc", "ip": str(socket_dir / "k"), **PORTS, "key": secrets.token_hex(16),
-            "signature_scheme": "hmac-sha256", "kernel_name": "",
-        }  # fmt: skip
+            "transport": "ipc",
+            "ip": str(socket_dir / "k"),
+            **PORTS,
+            "key": secrets.token_hex(16),
+            "signature_scheme": "hmac-sha256",
+            "kernel_name": "",
+        }
         conn_file = host.control_dir / f"kernel-{token}.json"
         _write_new(conn_file, json.dumps(info).encode(), 0o644)
         log = str(host.log_dir / f"kernel-{token}.log")
         args = ["-f", str(conn_file), "--HistoryManager.enabled=False", "--quiet"]
         ready_r, ready_w = os.pipe()
         try:
-            self.pid = await (self._fork(host, log, ready_w, args) if self._zygote else self._spawn(host, log, ready_w, args))
+            self.pid = await (
+                self._fork(host, log, ready_w, args) if self._zygote else self._spawn(host, log, ready_w, args)
+            )
         except (OSError, ZygoteError) as exc:
             os.close(ready_r)
             raise KernelError(f"could not start a kernel: {exc}") from exc
@@ -165,12 +174,14 @@ class IPythonKernel:
             chdir = f"import os as _os; _os.chdir({host.workspace!r}); del _os"
             result = PythonResult(output="")
             state = await self._collect(
-                self._client.execute(chdir, silent=True, store_history=False), BoundedOutput(), result,
+                self._client.execute(chdir, silent=True, store_history=False),
+                BoundedOutput(),
+                result,
                 time.monotonic() + self.start_timeout_s,
-            )  # fmt: skip
+            )
             if state != "idle" or result.error:
                 raise KernelError(f"could not enter {host.workspace}: {state} {result.error}")
-        except Exception as exc:  # noqa: BLE001 - any start failure: report the kernel log
+        except Exception as exc:
             detail = _tail(log)
             await self.close()
             raise KernelError(f"kernel did not become ready: {exc!r}\n{detail}") from exc
@@ -180,7 +191,9 @@ class IPythonKernel:
     async def _spawn(self, host: KernelHost, log: str, ready_w: int, args: list[str]) -> int:
         argv = host.wrap([host.python, "-c", LAUNCHER, *args])
         return os.posix_spawnp(
-            argv[0], argv, host.environment(),
+            argv[0],
+            argv,
+            host.environment(),
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600),
@@ -190,27 +203,27 @@ class IPythonKernel:
             ],
             setsid=True,
             setsigdef=DEFAULT_SIGNALS,
-        )  # fmt: skip
+        )
 
     async def _fork(self, host: KernelHost, log: str, ready_w: int, args: list[str]) -> int:
         log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         try:
             fds = [log_fd, ready_w, *host.spawn_fds.values()]
             return await self._zygote.spawn(
-                init_pid=host.init_pid, fds=fds, env=host.environment(), cwd=host.workspace, argv=args, rlimits=host.rlimits
+                init_pid=host.init_pid,
+                fds=fds,
+                env=host.environment(),
+                cwd=host.workspace,
+                argv=args,
+                rlimits=host.rlimits,
             )
         finally:
             os.close(log_fd)
 
     async def _bound(self, ready_fd: int) -> None:
         """Until the launcher reports its sockets bound (or the kernel dies)."""
-        loop = asyncio.get_running_loop()
-        report = loop.create_future()
-        loop.add_reader(ready_fd, lambda: report.done() or report.set_result(None))
-        try:
+        with fd_event(ready_fd) as report:
             await asyncio.wait({report, self._exited}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            loop.remove_reader(ready_fd)
         if not report.done() or os.read(ready_fd, 16) != b"bound":
             raise KernelError("kernel exited before binding its sockets")
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Bounded capture of command output: keep a head and a tail, count what was dropped.
 
 A command may print gigabytes (`yes`, a runaway loop); memory stays at head + tail bytes

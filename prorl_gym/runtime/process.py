@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Small process helpers shared by the runtimes: signal a group, reap a child without blocking."""
 
 from __future__ import annotations
@@ -5,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+
+from prorl_gym.runtime.fdwait import fd_event
 
 # Python ignores SIGPIPE and SIGXFSZ, and spawned children inherit ignored signals: give
 # sandbox processes the normal defaults (a writer dies on a closed pipe; a file over the
@@ -77,15 +81,12 @@ async def wait_child(pid: int, timeout: float) -> int | None:
         except ProcessLookupError:
             pidfd = -1
         if pidfd >= 0:
-            loop = asyncio.get_running_loop()
-            exited = loop.create_future()
-            loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
             try:
-                await asyncio.wait_for(exited, timeout)
+                with fd_event(pidfd) as exited:
+                    await asyncio.wait_for(exited, timeout)
             except TimeoutError:
                 raise StillRunning(f"process {pid} still running after {timeout}s") from None
             finally:
-                loop.remove_reader(pidfd)
                 os.close(pidfd)
         code = _try_reap(pid)
     return None if code in (None, _Gone) else code

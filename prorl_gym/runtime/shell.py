@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """A persistent bash on a pseudo-terminal, driven from outside the sandbox.
 
 We hold the pty master; bash (wrapped in whatever isolation the backend chose) holds the
@@ -28,6 +30,7 @@ import time
 
 from pydantic import BaseModel
 
+from prorl_gym.runtime.fdwait import fd_event
 from prorl_gym.runtime.output import BoundedOutput
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, StillRunning, exits_by_itself, reap, signal_group, wait_child
 
@@ -71,7 +74,9 @@ def _spawn_on_pty(argv: list[str], env: dict[str, str], pass_fds: dict[int, int]
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
         pid = os.posix_spawnp(
-            argv[0], argv, env,
+            argv[0],
+            argv,
+            env,
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.ttyname(slave), os.O_RDWR, 0),
                 (os.POSIX_SPAWN_DUP2, 0, 1),
@@ -80,7 +85,7 @@ def _spawn_on_pty(argv: list[str], env: dict[str, str], pass_fds: dict[int, int]
             ],
             setsid=True,
             setsigdef=DEFAULT_SIGNALS,
-        )  # fmt: skip
+        )
     except BaseException:
         os.close(master)
         raise
@@ -309,19 +314,14 @@ class PtyShell:
             del self._holdback[:cut]
 
     async def _write(self, data: bytes) -> None:
-        loop = asyncio.get_running_loop()
         view = memoryview(data)
         while view:
             try:
                 written = os.write(self._fd, view)
                 view = view[written:]
             except BlockingIOError:
-                ready = loop.create_future()
-                loop.add_writer(self._fd, lambda: ready.done() or ready.set_result(None))
-                try:
+                with fd_event(self._fd, write=True) as ready:
                     await ready
-                finally:
-                    loop.remove_writer(self._fd)
             except OSError as exc:
                 raise ShellError(f"shell input closed: {exc}") from exc
 

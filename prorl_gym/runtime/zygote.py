@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Client side of the kernel zygote (see zygote_main.py): start it, ask it for kernels.
 
 One zygote per resources server (per sandbox Python and uid), shared by its sandboxes.
@@ -25,7 +27,9 @@ class ZygoteError(RuntimeError):
 
 
 class KernelZygote:
-    def __init__(self, python: str, prefix: list[str], env: dict[str, str], log_path: str, start_timeout_s: float = 60.0):
+    def __init__(
+        self, python: str, prefix: list[str], env: dict[str, str], log_path: str, start_timeout_s: float = 60.0
+    ):
         self._python = python
         self._prefix = prefix  # e.g. setpriv: the zygote runs as the sandbox uid, never root
         self._env = env
@@ -40,16 +44,24 @@ class KernelZygote:
         argv = [*self._prefix, self._python, "-I", str(ZYGOTE_MAIN), str(CHILD_FD)]
         try:
             self.pid = os.posix_spawnp(
-                argv[0], argv, self._env,
+                argv[0],
+                argv,
+                self._env,
                 file_actions=[
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_OPEN, 1, self._log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600),
+                    (
+                        os.POSIX_SPAWN_OPEN,
+                        1,
+                        self._log_path,
+                        os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+                        0o600,
+                    ),
                     (os.POSIX_SPAWN_DUP2, 1, 2),
                     (os.POSIX_SPAWN_DUP2, theirs.fileno(), CHILD_FD),
                 ],
                 setsid=True,
                 setsigdef=DEFAULT_SIGNALS,
-            )  # fmt: skip
+            )
         finally:
             theirs.close()
         ours.setblocking(False)
@@ -62,8 +74,16 @@ class KernelZygote:
             await self.close()
             raise ZygoteError(f"the kernel zygote did not start; see {self._log_path}")
 
-    async def spawn(self, *, init_pid: int | None, fds: list[int], env: dict[str, str], cwd: str,
-                    argv: list[str], rlimits: dict[str, int | list[int]]) -> int:  # fmt: skip
+    async def spawn(
+        self,
+        *,
+        init_pid: int | None,
+        fds: list[int],
+        env: dict[str, str],
+        cwd: str,
+        argv: list[str],
+        rlimits: dict[str, int | list[int]],
+    ) -> int:
         """A kernel in the sandbox whose pid 1 is init_pid (None: no namespaces to join).
 
         fds: [log, ready] or [log, ready, user namespace]. Returns the kernel's host pid."""

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The kernel zygote: a pre-imported interpreter that forks one IPython kernel per request.
 
 Run by the *sandbox's* Python (`python -I zygote_main.py <fd>`), as the sandbox uid. A fresh
@@ -26,24 +28,42 @@ import sys
 os.environ.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")  # no threads to fork
 os.environ.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
 
-import ipykernel.comm  # noqa: E402,F401 - everything below: imported once here, not per kernel
-import ipykernel.debugger  # noqa: E402,F401 - pulls debugpy: most of a kernel's start-up
-import ipykernel.ipkernel  # noqa: E402,F401
-import ipykernel.zmqshell  # noqa: E402,F401
-import IPython.core.completer  # noqa: E402,F401
-from ipykernel.kernelapp import IPKernelApp  # noqa: E402
+import ipykernel.comm
+import ipykernel.debugger
+import ipykernel.ipkernel
+import ipykernel.zmqshell  # noqa: F401
+import IPython.core.completer  # noqa: F401
+from ipykernel.kernelapp import IPKernelApp
 
 PRELOAD = ("numpy", "sympy", "scipy")
 # What IPKernelApp.initialize imports lazily: imported once here, ~8 CPU-ms less per kernel.
-KERNEL_LAZY_IMPORTS = ("IPython.core.completerlib", "IPython.core.debugger", "IPython.core.oinspect",
-                       "IPython.extensions.storemagic", "IPython.utils.wildcard", "faulthandler", "pdb",
-                       "tornado.platform.asyncio")  # fmt: skip
-NAMESPACES = (("ipc", 0x08000000), ("uts", 0x04000000), ("net", 0x40000000), ("cgroup", 0x02000000),
-              ("pid", 0x20000000), ("mnt", 0x00020000))  # fmt: skip
+KERNEL_LAZY_IMPORTS = (
+    "IPython.core.completerlib",
+    "IPython.core.debugger",
+    "IPython.core.oinspect",
+    "IPython.extensions.storemagic",
+    "IPython.utils.wildcard",
+    "faulthandler",
+    "pdb",
+    "tornado.platform.asyncio",
+)
+NAMESPACES = (
+    ("ipc", 0x08000000),
+    ("uts", 0x04000000),
+    ("net", 0x40000000),
+    ("cgroup", 0x02000000),
+    ("pid", 0x20000000),
+    ("mnt", 0x00020000),
+)
 CLONE_NEWUSER = 0x10000000
 PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 38, 36
-RLIMITS = {"cpu": resource.RLIMIT_CPU, "as": resource.RLIMIT_AS, "nproc": resource.RLIMIT_NPROC,
-           "fsize": resource.RLIMIT_FSIZE, "nofile": resource.RLIMIT_NOFILE}  # fmt: skip
+RLIMITS = {
+    "cpu": resource.RLIMIT_CPU,
+    "as": resource.RLIMIT_AS,
+    "nproc": resource.RLIMIT_NPROC,
+    "fsize": resource.RLIMIT_FSIZE,
+    "nofile": resource.RLIMIT_NOFILE,
+}
 libc = ctypes.CDLL(None, use_errno=True)
 
 

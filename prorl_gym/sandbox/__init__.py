@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Sandboxes: a persistent shell, a lazy IPython kernel and files, behind one async API."""
 
 from prorl_gym.runtime.files import EditError, SandboxFileError, SandboxFileNotFound

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Debug a sandbox from the command line.
 
     python -m prorl_gym.sandbox exec [--backend NAME] [--timeout S] -- <bash command>

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Pre-pull every distinct Apptainer image a dataset needs, ahead of time.
 
     python -m prorl_gym.sandbox.apptainer_pull data/swe.jsonl [more.jsonl ...] \
@@ -65,10 +67,14 @@ async def pull_all(images: list[str], cache_dir: str | None, binary: str, jobs: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m prorl_gym.sandbox.apptainer_pull", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m prorl_gym.sandbox.apptainer_pull", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("datasets", nargs="+", help="JSONL files, one task per line")
     parser.add_argument("--field", default="image", help="the row field naming the image (dotted for nested keys)")
-    parser.add_argument("--cache-dir", default=None, help="where .sif files go (the sandbox spec's apptainer.cache_dir)")
+    parser.add_argument(
+        "--cache-dir", default=None, help="where .sif files go (the sandbox spec's apptainer.cache_dir)"
+    )
     parser.add_argument("--binary", default="apptainer", help="apptainer or singularity")
     parser.add_argument("--jobs", type=int, default=2, help="pulls at a time (be gentle on a shared login node)")
     parser.add_argument("--dry-run", action="store_true", help="list the images and their .sif paths, pull nothing")

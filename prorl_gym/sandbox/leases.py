@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Leases: a record on disk of every live sandbox, so none can leak.
 
 Each sandbox writes a lease (owner, the host pids of its holder with their start times, its
@@ -107,6 +109,10 @@ def lease_for(sandbox_id: str, backend: str, placement, ttl_s: float | None) -> 
     """A lease describing a placed sandbox (its pids, instance name, private dir)."""
     pids = {pid: process_start_time(pid) for pid in getattr(placement, "pids", [])}
     return Lease(
-        sandbox_id=sandbox_id, backend=backend, pids=pids, instance=getattr(placement, "instance", None),
-        private_dir=str(placement.private_dir), ttl_s=ttl_s,
-    )  # fmt: skip
+        sandbox_id=sandbox_id,
+        backend=backend,
+        pids=pids,
+        instance=getattr(placement, "instance", None),
+        private_dir=str(placement.private_dir),
+        ttl_s=ttl_s,
+    )

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The sandbox's rlimits as command-line prefixes: prlimit for programs, ulimit for shells.
 
 CPU time gets a hard limit a few seconds above the soft one: at the soft limit the process
@@ -18,11 +20,13 @@ def rlimits(limits: Limits) -> dict[str, int | list[int]]:
     values: dict[str, int | list[int]] = {
         name: value
         for name, value in (
-            ("as", limits.memory_bytes), ("nproc", limits.processes),
-            ("fsize", limits.file_size_bytes), ("nofile", limits.open_files),
+            ("as", limits.memory_bytes),
+            ("nproc", limits.processes),
+            ("fsize", limits.file_size_bytes),
+            ("nofile", limits.open_files),
         )
         if value is not None
-    }  # fmt: skip
+    }
     if limits.cpu_time_s is not None:
         values["cpu"] = [limits.cpu_time_s, limits.cpu_time_s + CPU_HARD_GRACE_S]
     return values
@@ -36,9 +40,11 @@ def prlimit_prefix(limits: Limits) -> list[str]:
 def ulimit_command(limits: Limits) -> str:
     """The same limits as a bash builtin; hard limits too, so the agent cannot raise them."""
     values = {
-        "v": limits.memory_bytes and limits.memory_bytes // 1024, "u": limits.processes,
-        "f": limits.file_size_bytes and limits.file_size_bytes // 1024, "n": limits.open_files,
-    }  # fmt: skip
+        "v": limits.memory_bytes and limits.memory_bytes // 1024,
+        "u": limits.processes,
+        "f": limits.file_size_bytes and limits.file_size_bytes // 1024,
+        "n": limits.open_files,
+    }
     commands = []
     flags = " ".join(f"-{flag} {value}" for flag, value in values.items() if value is not None)
     if flags:

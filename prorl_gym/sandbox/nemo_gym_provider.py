@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """`prorl_local`: our sandboxes behind NeMo Gym's sandbox provider protocol (nemo-gym 0.4.0).
 
 Published through the `nemo_gym.sandbox_providers` entry point (pyproject.toml), so NeMo Gym's

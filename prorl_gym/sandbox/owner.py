@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Who owns a sandbox: an id unique to this server process on this host.
 
 Sandbox names (Apptainer instances, lease files) carry it, so cleanup only ever touches

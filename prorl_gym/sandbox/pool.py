@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """A warm pool: N sandboxes started ahead, so INIT is an acquire rather than a start.
 
 Pooled sandboxes are fresh: each is handed out once and never returned, so nothing of one
@@ -20,8 +22,14 @@ log = logging.getLogger(__name__)
 
 
 class SandboxPool:
-    def __init__(self, spec: SandboxSpec, size: int, max_parallel_starts: int = 4, zygote: KernelZygote | None = None,
-                 prepare: Callable[[Sandbox], None] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        size: int,
+        max_parallel_starts: int = 4,
+        zygote: KernelZygote | None = None,
+        prepare: Callable[[Sandbox], None] | None = None,
+    ):
         self.spec = spec
         self._zygote = zygote
         self._prepare = prepare  # run on each new pooled sandbox (e.g. start its kernel in the background)

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The Sandbox API: one isolated place with a persistent shell, a lazy Python kernel and files.
 
     async with await create_sandbox(SandboxSpec()) as sb:
@@ -73,7 +75,7 @@ class Sandbox:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> "Sandbox":
+    async def start(self) -> Sandbox:
         try:
             await self._shell.start()
         except ShellError as exc:
@@ -105,7 +107,7 @@ class Sandbox:
         await asyncio.gather(*closers, return_exceptions=True)
         await asyncio.to_thread(remove_lease, self.spec.root_dir, self.id)
 
-    async def __aenter__(self) -> "Sandbox":
+    async def __aenter__(self) -> Sandbox:
         return self
 
     async def __aexit__(self, *exc) -> None:
@@ -149,7 +151,9 @@ class Sandbox:
                     output_limit=self.spec.output_limit_bytes,
                     start_timeout_s=self.spec.start_timeout_s,
                     interrupt_grace_s=max(self.spec.interrupt_grace_s, 1.0),
-                    zygote=self._zygote if self.placement.init_pid is not None or self.spec.isolation == "none" else None,
+                    zygote=self._zygote
+                    if self.placement.init_pid is not None or self.spec.isolation == "none"
+                    else None,
                 )
             return self._kernel
 

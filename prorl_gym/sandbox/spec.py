@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """What a sandbox should be: the one config object every backend reads."""
 
 from __future__ import annotations
@@ -51,7 +53,9 @@ class Bind(BaseModel):
 class ApptainerOptions(BaseModel):
     binary: str = "apptainer"  # or "singularity" (SingularityCE / older clusters)
     fakeroot: bool = False  # --fakeroot: root inside, the user outside (needs subuid or user namespaces)
-    cache_dir: str | None = None  # where pulled .sif images are kept (default: $APPTAINER_CACHEDIR or ~/.apptainer/cache)
+    cache_dir: str | None = (
+        None  # where pulled .sif images are kept (default: $APPTAINER_CACHEDIR or ~/.apptainer/cache)
+    )
     extra_args: list[str] = Field(default_factory=list)  # appended to `instance start`
 
 
@@ -78,7 +82,9 @@ class SandboxSpec(BaseModel):
     python_timeout_s: float = 30.0
     interrupt_grace_s: float = 1.0
     start_timeout_s: float = 30.0
-    kernel_python: str = Field(default_factory=default_python, description="Interpreter inside the sandbox with ipykernel.")
+    kernel_python: str = Field(
+        default_factory=default_python, description="Interpreter inside the sandbox with ipykernel."
+    )
     # local backend: fork Python kernels from one pre-imported interpreter per server (~130 CPU-ms
     # instead of ~600 per kernel); each sandbox still gets a fresh kernel of its own.
     kernel_zygote: bool = True

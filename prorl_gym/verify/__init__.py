@@ -1,1 +1,3 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Shared answer checking: answer extraction, math equivalence, and an isolated worker pool."""

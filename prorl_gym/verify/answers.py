@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Answer extraction from model text. Pure functions, no heavy imports."""
 
 from __future__ import annotations

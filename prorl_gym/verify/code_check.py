@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Code answer checking: extract the solution, run its tests in a FRESH sandbox, score.
 
 The tests never enter the agent's sandbox. At EVAL a new sandbox is created from the
@@ -24,8 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from prorl_gym.sandbox import SandboxError, SandboxFileError, SandboxSpec, create_sandbox
 from prorl_gym.sandbox.spec import Limits
-from prorl_gym.verify.pool import VerifierError
 from prorl_gym.verify.code_harness import FILES, HARNESS_DIR
+from prorl_gym.verify.pool import VerifierError
 
 MiB = 1 << 20
 MARKER = "PRORL-CODE-RESULT"
@@ -55,7 +57,7 @@ class FunctionalTests(BaseModel):
     code: str | None = None  # or: code defining check(candidate), one test
 
     @model_validator(mode="after")
-    def _tests_compile(self) -> "FunctionalTests":
+    def _tests_compile(self) -> FunctionalTests:
         if bool(self.asserts) == bool(self.code):
             raise ValueError("give exactly one of `asserts` (non-empty) or `code`")
         for source in (self.prelude, self.setup, self.code or "", *self.asserts):
@@ -81,7 +83,7 @@ class CodeLimits(BaseModel):
     processes: int = Field(64, ge=8)  # the whole eval sandbox: a fork bomb hits this
     disk_mb: int = Field(256, ge=16)  # workspace and /tmp, each
 
-    def merged(self, override: dict[str, Any] | None) -> "CodeLimits":
+    def merged(self, override: dict[str, Any] | None) -> CodeLimits:
         return CodeLimits.model_validate(self.model_dump() | (override or {}))
 
 
@@ -143,7 +145,9 @@ def _harness_files() -> dict[str, bytes]:
     return {name: (HARNESS_DIR / name).read_bytes() for name in FILES}
 
 
-async def run_tests(solution: str, tests: StdioTests | FunctionalTests, base: SandboxSpec, limits: CodeLimits) -> dict[str, Any]:
+async def run_tests(
+    solution: str, tests: StdioTests | FunctionalTests, base: SandboxSpec, limits: CodeLimits
+) -> dict[str, Any]:
     """Run `solution` against `tests` in a fresh sandbox; the scored result (see summarize)."""
     nonce = secrets.token_hex(16)
     spec = eval_sandbox_spec(base, limits)
@@ -230,5 +234,12 @@ def count_tests(tests: StdioTests | FunctionalTests) -> int:
 
 def no_record(total: int, reason: str) -> dict[str, Any]:
     """No proof that any test ran to the end: every test failed."""
-    return {"reward": 0.0, "tests_passed": 0, "tests_total": total, "pass_fraction": 0.0,
-            "test_statuses": {"no_result": total}, "reason": reason, "test_seconds": None}  # fmt: skip
+    return {
+        "reward": 0.0,
+        "tests_passed": 0,
+        "tests_total": total,
+        "pass_fraction": 0.0,
+        "test_statuses": {"no_result": total},
+        "reason": reason,
+        "test_seconds": None,
+    }

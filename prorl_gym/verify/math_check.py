@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Math answer checking; runs inside a verifier worker process (imports are heavy).
 
 Two checkers, chosen per row by the dataset: `math_verify` (symbolic/numeric
@@ -10,7 +12,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 from typing import Any
-
 
 # Some generator checkers give shaped partial credit (complex_arithmetic: exp(-distance));
 # the environment's reward is binary, the raw score stays on the record.

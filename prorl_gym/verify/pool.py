@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """A pool of verifier worker processes: checks run isolated, bounded in time, off the event loop.
 
 A check that hangs is killed with its worker (which is replaced); a worker that crashes
@@ -33,9 +35,13 @@ class _Worker:
 
     async def start(self, timeout: float) -> None:
         self.proc = await asyncio.create_subprocess_exec(
-            self._python, "-m", "prorl_gym.verify.worker",
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 24,
-        )  # fmt: skip
+            self._python,
+            "-m",
+            "prorl_gym.verify.worker",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            limit=1 << 24,
+        )
         line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
         if not line:
             raise VerifierCrashed("verifier worker exited during start-up")
@@ -55,7 +61,9 @@ class _Worker:
 
 
 class VerifierPool:
-    def __init__(self, size: int = 2, timeout_s: float = 10.0, start_timeout_s: float = 60.0, python: str = sys.executable):
+    def __init__(
+        self, size: int = 2, timeout_s: float = 10.0, start_timeout_s: float = 60.0, python: str = sys.executable
+    ):
         self.size = size
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """STEM answer checking: numbers with units (pint), option letters, symbolic expressions.
 
 Model text is never evaluated: numbers are read with a regex and only a unit string that
@@ -270,7 +272,12 @@ def check_choice(answer: str, spec: ChoiceSpec) -> dict[str, Any]:
     letter, problem = extract_choice(answer, spec.options)
     if letter is None:
         return _wrong(problem)
-    return {"choice": letter, "correct": letter == spec.correct, "score": float(letter == spec.correct), "problem": None}
+    return {
+        "choice": letter,
+        "correct": letter == spec.correct,
+        "score": float(letter == spec.correct),
+        "problem": None,
+    }
 
 
 def check_answer(answer: str, spec: NumericSpec | ChoiceSpec) -> dict[str, Any]:

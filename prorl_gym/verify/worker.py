@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """A verifier worker: a long-lived process with the checkers pre-imported.
 
 Protocol: one JSON request per line on stdin {"id", "check", "kwargs"}; one JSON reply per
@@ -32,8 +34,12 @@ def main() -> None:
             result = CHECKS[request["check"]](**request["kwargs"])
             reply = {"id": request["id"], "ok": True, "result": result}
         except Exception as exc:  # noqa: BLE001 - reported to the caller as an eval error
-            reply = {"id": request["id"], "ok": False, "error": f"{type(exc).__name__}: {exc}",
-                     "traceback": traceback.format_exc()[-2000:]}  # fmt: skip
+            reply = {
+                "id": request["id"],
+                "ok": False,
+                "error": f"{type(exc).__name__}: {exc}",
+                "traceback": traceback.format_exc()[-2000:],
+            }
         protocol.write(json.dumps(reply) + "\n")
 
 

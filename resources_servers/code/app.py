@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Code resources server: python, bash and a file editor in a sandbox; answers run against tests.
 
 INIT creates the agent's sandbox; the tests stay on the server (the row), never in it.

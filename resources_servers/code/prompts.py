@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The code task's prompts and row shape: one home, used by the converters, data script and tests."""
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ def file_answer(row: dict, answer_file: str) -> dict:
     """The same task, graded from a file the agent saves instead of its final message."""
     system, user = (dict(m) for m in row["responses_create_params"]["input"])
     system["content"] = SYSTEM_PROMPT_FILE
-    user["content"] += f"\n\nSave your complete solution in `{answer_file}` (in the working directory): that file is graded."
+    user["content"] += (
+        f"\n\nSave your complete solution in `{answer_file}` (in the working directory): that file is graded."
+    )
     return row | {"responses_create_params": {"input": [system, user]}, "answer_file": answer_file}
 
 

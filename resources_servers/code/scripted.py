@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Recorded actions of the code environment for the scripted policy (a stand-in for a GPU model).
 
 gold: write the canonical solution to a file with the editor, run it with bash (stdio:
@@ -49,7 +51,9 @@ def script(row: dict, mode: str, tool_calls: int = 1) -> list[Step]:
     else:
         write = call("editor", {"command": "create", "path": path, "file_text": solution})
     steps = [Step(tool_calls=[write])]
-    steps += [Step(tool_calls=[call("bash", {"command": run_command(row, path)})]) for _ in range(max(1, tool_calls - 1))]
+    steps += [
+        Step(tool_calls=[call("bash", {"command": run_command(row, path)})]) for _ in range(max(1, tool_calls - 1))
+    ]
     if mode == "malformed":
         steps = [
             Step(tool_calls=[call("editor", '{"command": "create", "path": "a.py"')]),  # invalid JSON

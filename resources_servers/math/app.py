@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Math resources server: persistent Python and bash in a sandbox; answers checked in \\boxed{}.
 
 INIT creates the sandbox (the Python kernel starts on first use). EVAL takes the final

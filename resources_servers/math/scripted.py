@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Recorded actions of the math environment for the scripted policy (a stand-in for a GPU model).
 
 gold: compute in Python, then the answer boxed; wrong: the same, then a wrong answer;
@@ -12,7 +14,9 @@ from responses_api_models.scripted_policy.scripts import Step, call, wrong_answe
 
 def script(row: dict, mode: str, tool_calls: int = 1) -> list[Step]:
     expected = row["expected_answer"]
-    steps = [Step(tool_calls=[call("python", {"code": f"answer = {expected!r}\nprint(answer)"})]) for _ in range(tool_calls)]
+    steps = [
+        Step(tool_calls=[call("python", {"code": f"answer = {expected!r}\nprint(answer)"})]) for _ in range(tool_calls)
+    ]
     if mode == "malformed":
         steps = [
             Step(tool_calls=[call("python", '{"code": "print(1)"')]),  # invalid JSON

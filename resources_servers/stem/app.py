@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """STEM resources server: Python in a sandbox plus `search` over a reference corpus.
 
 INIT creates the sandbox (the Python kernel starts on first use). RUN offers `python` and

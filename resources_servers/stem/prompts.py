@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The STEM task's prompt and row shape: one home, used by the data script, scripts and tests."""
 
 from __future__ import annotations

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Recorded actions of the STEM environment for the scripted policy (a stand-in for a GPU model).
 
 gold: search (the row's reference query), compute in Python (the reference code, which

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The `search` tool's backends: offline BM25 over a corpus directory, or an HTTP search API.
 
 Both return passages with titles. A backend failure (HTTP error, timeout, bad JSON) raises
@@ -62,14 +64,44 @@ class SearchBackend(Protocol):
 # ------------------------------------------------------------------ BM25 over a directory
 
 _STOPWORDS = frozenset(
-    "a an and are as at be by for from how in is it its of on or that the this to was what when which with".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "how",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "was",
+        "what",
+        "when",
+        "which",
+        "with",
+    ]
 )
 
 
 def tokenize(text: str) -> list[str]:
     """Lower-case words and numbers, stop words dropped, a plural 's' stripped (waves ~ wave)."""
     words = re.findall(r"[a-z0-9]+", text.lower())
-    return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words if w not in _STOPWORDS]
+    return [
+        w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words if w not in _STOPWORDS
+    ]
 
 
 def chunk_document(path: Path, passage_words: int) -> list[Passage]:
@@ -116,7 +148,9 @@ class Bm25Backend:
             return []
         scores = self._index.get_scores(tokens)
         best = sorted(range(len(scores)), key=lambda i: -scores[i])[:top_k]
-        return [self.passages[i].model_copy(update={"score": round(float(scores[i]), 3)}) for i in best if scores[i] > 0]
+        return [
+            self.passages[i].model_copy(update={"score": round(float(scores[i]), 3)}) for i in best if scores[i] > 0
+        ]
 
     async def search(self, query: str, top_k: int) -> list[Passage]:
         return await asyncio.to_thread(self._rank, query, top_k)
@@ -146,9 +180,11 @@ class HttpBackend:
             async with self._session.post(self.url, json={"query": query, "top_k": top_k}) as response:
                 body = await response.content.read(MAX_REPLY_BYTES)
                 if response.status != 200:
-                    raise SearchError(f"search API returned HTTP {response.status}: {body[:200].decode(errors='replace')}")
+                    raise SearchError(
+                        f"search API returned HTTP {response.status}: {body[:200].decode(errors='replace')}"
+                    )
             return _Reply.model_validate(json.loads(body)).results[:top_k]
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise SearchError(f"search API did not answer within {self._timeout.total:g}s") from None
         except aiohttp.ClientError as exc:
             raise SearchError(f"search API unreachable: {type(exc).__name__}: {exc}") from None

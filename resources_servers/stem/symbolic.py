@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Symbolic answers: gold and answer text prepared for the pool's math-verify check.
 
 math-verify reads LaTeX best: its LaTeX parser takes `pi`, `exp(` and `x**2` letter by

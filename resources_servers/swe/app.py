@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """SWE resources server: fix a real repository's bug with bash and an editor, then submit.
 
 INIT prepares the task's repository at its base commit (built once from its recipe and

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """SWE EVAL, SWE-bench style, in a fresh sandbox (never the agent's, which the agent controlled).
 
 1. An empty patch scores 0 at once: no sandbox, no test run.
@@ -37,8 +39,16 @@ from prorl_gym.verify.pool import VerifierError
 from resources_servers.swe.repos import GIT, REPO_MOUNT, field, repo_env, stage_repo, task_spec
 
 TEST_DIRS = {"tests", "test", "testing"}
-PROTECTED_NAMES = {"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini",
-                   "sitecustomize.py", "usercustomize.py"}  # fmt: skip
+PROTECTED_NAMES = {
+    "conftest.py",
+    "pytest.ini",
+    ".pytest.ini",
+    "pytest.toml",
+    ".pytest.toml",
+    "tox.ini",
+    "sitecustomize.py",
+    "usercustomize.py",
+}
 RUNNER_MODULES = {"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "exceptiongroup", "tomli", "pygments"}
 PASSING = {"PASSED", "XFAIL"}
 FAILING = {"FAILED", "ERROR", "XPASS", "SKIPPED", "SUBFAILED"}
@@ -65,9 +75,15 @@ def split_patch(patch: str) -> list[tuple[list[str], str]]:
     """(paths, text) per file section of a git or plain unified diff."""
     lines = patch.splitlines(keepends=True)
     git = any(line.startswith("diff --git ") for line in lines)
-    starts = [i for i, line in enumerate(lines) if line.startswith("diff --git ")] if git else [
-        i for i, line in enumerate(lines) if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
-    ]  # fmt: skip
+    starts = (
+        [i for i, line in enumerate(lines) if line.startswith("diff --git ")]
+        if git
+        else [
+            i
+            for i, line in enumerate(lines)
+            if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")
+        ]
+    )
     sections = []
     for n, start in enumerate(starts):
         text = lines[start : starts[n + 1] if n + 1 < len(starts) else len(lines)]
@@ -106,7 +122,9 @@ def pytest_section(text: str, name: str) -> str:
     out, inside = [], False
     for line in text.splitlines():
         if line.startswith("["):
-            inside = bool(re.match(header, line)) or (inside and name == "pyproject.toml" and line.startswith("[tool.pytest"))
+            inside = bool(re.match(header, line)) or (
+                inside and name == "pyproject.toml" and line.startswith("[tool.pytest")
+            )
         if inside:
             out.append(line)
     return "\n".join(out)
@@ -143,9 +161,15 @@ async def _sh(sb: Sandbox, command: str, timeout: float = 120.0) -> tuple[int | 
     return result.exit_code, result.output
 
 
-async def evaluate_patch(row: Any, patch: str, spec: SandboxSpec, repo_dir: Path | None, timeout_s: float = 300.0) -> dict:
+async def evaluate_patch(
+    row: Any, patch: str, spec: SandboxSpec, repo_dir: Path | None, timeout_s: float = 300.0
+) -> dict:
     f2p, p2p = test_ids(row, "FAIL_TO_PASS"), test_ids(row, "PASS_TO_PASS")
-    fields: dict[str, Any] = {"patch_bytes": len(patch.encode()), "fail_to_pass_total": len(f2p), "pass_to_pass_total": len(p2p)}
+    fields: dict[str, Any] = {
+        "patch_bytes": len(patch.encode()),
+        "fail_to_pass_total": len(f2p),
+        "pass_to_pass_total": len(p2p),
+    }
     if not patch.strip():
         return fields | {"reward": 0.0, "patch_applied": False, "reason": "empty patch"}
     if not f2p and not p2p:
@@ -161,7 +185,9 @@ async def evaluate_patch(row: Any, patch: str, spec: SandboxSpec, repo_dir: Path
     if not kept.strip():
         return fields | {"reward": 0.0, "patch_applied": False, "reason": "the patch only changes test files"}
     eval_spec = task_spec(spec, row, repo_dir)
-    eval_spec = eval_spec.model_copy(update={"network": False, "env": eval_spec.env | {"PYTHONDONTWRITEBYTECODE": "1"}})
+    eval_spec = eval_spec.model_copy(
+        update={"network": False, "env": eval_spec.env | {"PYTHONDONTWRITEBYTECODE": "1"}}
+    )
     started = time.monotonic()
     async with await create_sandbox(eval_spec) as sb:
         repo = shlex.quote(await stage_repo(sb, row, scrub=False))
@@ -169,13 +195,21 @@ async def evaluate_patch(row: Any, patch: str, spec: SandboxSpec, repo_dir: Path
         await _sh(sb, f"mkdir -p {WORK} && cd {repo} && {GIT} ls-files -o -z | sort -z > {WORK}/before")
         await sb.write_file(f"{WORK}/agent.diff", kept)
         fuzzy = f"patch -p1 --batch --forward --fuzz=3 --no-backup-if-mismatch -i {WORK}/agent.diff"
-        rc, out = await _sh(sb, (
-            f"cd {repo} && if {GIT} apply --whitespace=nowarn {WORK}/agent.diff 2>{WORK}/apply.err; then echo APPLIED=git; "
-            f"elif {fuzzy} --dry-run >{WORK}/patch.out 2>&1 && {fuzzy} >/dev/null; then echo APPLIED=patch; "
-            f"else echo APPLIED=no; tail -c 600 {WORK}/apply.err; tail -c 600 {WORK}/patch.out; fi"
-        ))  # fmt: skip
+        rc, out = await _sh(
+            sb,
+            (
+                f"cd {repo} && if {GIT} apply --whitespace=nowarn {WORK}/agent.diff 2>{WORK}/apply.err; then echo APPLIED=git; "
+                f"elif {fuzzy} --dry-run >{WORK}/patch.out 2>&1 && {fuzzy} >/dev/null; then echo APPLIED=patch; "
+                f"else echo APPLIED=no; tail -c 600 {WORK}/apply.err; tail -c 600 {WORK}/patch.out; fi"
+            ),
+        )
         if "APPLIED=no" in out or rc != 0:
-            return fields | {"reward": 0.0, "patch_applied": False, "reason": "the patch does not apply", "apply_output": out[-1200:]}
+            return fields | {
+                "reward": 0.0,
+                "patch_applied": False,
+                "reason": "the patch does not apply",
+                "apply_output": out[-1200:],
+            }
         fields |= {"patch_applied": True, "apply_method": "git apply" if "APPLIED=git" in out else "patch --fuzz=3"}
         reset = await _neutralise(sb, repo, base, task_files, roots)
         fields["test_files_reset"] = reset
@@ -187,10 +221,19 @@ async def evaluate_patch(row: Any, patch: str, spec: SandboxSpec, repo_dir: Path
             if rc != 0:
                 raise VerifierError(f"test_patch does not apply to the base commit: {out[-500:]}")
         ids = list(dict.fromkeys(f2p + p2p))
-        command = " && ".join(filter(None, [f"cd {repo}", env.activate, (
-            f"timeout -k 5 {int(timeout_s)} python -m pytest {PYTEST_ARGS} "
-            f"--rootdir={repo} {' '.join(shlex.quote(t) for t in ids)} > {WORK}/pytest.log 2>&1; echo PYTEST_RC=$?"
-        )]))  # fmt: skip
+        command = " && ".join(
+            filter(
+                None,
+                [
+                    f"cd {repo}",
+                    env.activate,
+                    (
+                        f"timeout -k 5 {int(timeout_s)} python -m pytest {PYTEST_ARGS} "
+                        f"--rootdir={repo} {' '.join(shlex.quote(t) for t in ids)} > {WORK}/pytest.log 2>&1; echo PYTEST_RC=$?"
+                    ),
+                ],
+            )
+        )
         rc, out = await _sh(sb, command, timeout=timeout_s + 60)
         timed_out = "PYTEST_RC=124" in out or "PYTEST_RC=137" in out
         await _sh(sb, f"tail -c {MAX_LOG} {WORK}/pytest.log > {WORK}/pytest.tail")
@@ -200,27 +243,41 @@ async def evaluate_patch(row: Any, patch: str, spec: SandboxSpec, repo_dir: Path
     f2p_ok = sum(results.get(t) == "passed" for t in f2p)
     p2p_ok = sum(results.get(t) == "passed" for t in p2p)
     fields |= {
-        "reward": 1.0 if not failed else 0.0, "resolved": not failed,
-        "tests_passed": len(ids) - len(failed), "tests_failed": len(failed), "failed_tests": failed[:50],
-        "fail_to_pass_passed": f2p_ok, "pass_to_pass_passed": p2p_ok, "tests_timed_out": timed_out,
-        "eval_seconds": round(time.monotonic() - started, 2), "log_tail": pytest_log[-2000:] if failed else "",
-    }  # fmt: skip
+        "reward": 1.0 if not failed else 0.0,
+        "resolved": not failed,
+        "tests_passed": len(ids) - len(failed),
+        "tests_failed": len(failed),
+        "failed_tests": failed[:50],
+        "fail_to_pass_passed": f2p_ok,
+        "pass_to_pass_passed": p2p_ok,
+        "tests_timed_out": timed_out,
+        "eval_seconds": round(time.monotonic() - started, 2),
+        "log_tail": pytest_log[-2000:] if failed else "",
+    }
     if failed:
         fields["reason"] = "the tests timed out" if timed_out else f"{len(failed)} of {len(ids)} tests did not pass"
     return fields
 
 
-async def _neutralise(sb: Sandbox, repo: str, base: str, task_files: set[str], roots: tuple[str, ...]) -> list[str] | None:
+async def _neutralise(
+    sb: Sandbox, repo: str, base: str, task_files: set[str], roots: tuple[str, ...]
+) -> list[str] | None:
     """Reset protected paths the patch changed; returns them (None: could not)."""
-    _, _ = await _sh(sb, (
-        f"cd {repo} && {GIT} ls-files -o -z | sort -z > {WORK}/after && "
-        f"{{ {GIT} diff --name-only -z --no-renames {base}; comm -z -13 {WORK}/before {WORK}/after; }} > {WORK}/changed"
-    ))  # fmt: skip
+    _, _ = await _sh(
+        sb,
+        (
+            f"cd {repo} && {GIT} ls-files -o -z | sort -z > {WORK}/after && "
+            f"{{ {GIT} diff --name-only -z --no-renames {base}; comm -z -13 {WORK}/before {WORK}/after; }} > {WORK}/changed"
+        ),
+    )
     changed = [p for p in (await sb.read_bytes(f"{WORK}/changed")).decode(errors="surrogateescape").split("\0") if p]
     protected = [p for p in changed if is_protected(p, task_files, roots)]
     for path in (p for p in changed if p.rsplit("/", 1)[-1] in PYTEST_SECTIONS and p not in protected):
         q = shlex.quote(path)
-        await _sh(sb, f"cd {repo} && {{ {GIT} show {base}:{q} 2>/dev/null || true; }} > {WORK}/base.cfg && cp -- {q} {WORK}/new.cfg 2>/dev/null || : > {WORK}/new.cfg")
+        await _sh(
+            sb,
+            f"cd {repo} && {{ {GIT} show {base}:{q} 2>/dev/null || true; }} > {WORK}/base.cfg && cp -- {q} {WORK}/new.cfg 2>/dev/null || : > {WORK}/new.cfg",
+        )
         old, new = [(await sb.read_bytes(f"{WORK}/{n}.cfg")).decode(errors="replace") for n in ("base", "new")]
         name = path.rsplit("/", 1)[-1]
         if pytest_section(old, name) != pytest_section(new, name):
@@ -228,15 +285,20 @@ async def _neutralise(sb: Sandbox, repo: str, base: str, task_files: set[str], r
     if not protected:
         return []
     await sb.write_file(f"{WORK}/reset", "\0".join(protected) + "\0")
-    rc, _ = await _sh(sb, (
-        f"cd {repo} && export GIT_LITERAL_PATHSPECS=1 && while IFS= read -r -d '' p; do "
-        f"if {GIT} cat-file -e {base}:\"$p\" 2>/dev/null; then rm -rf -- \"$p\" && {GIT} checkout -q {base} -- \"$p\" || exit 1; "
-        f"else rm -rf -- \"$p\" || exit 1; fi; done < {WORK}/reset"
-    ))  # fmt: skip
+    rc, _ = await _sh(
+        sb,
+        (
+            f"cd {repo} && export GIT_LITERAL_PATHSPECS=1 && while IFS= read -r -d '' p; do "
+            f'if {GIT} cat-file -e {base}:"$p" 2>/dev/null; then rm -rf -- "$p" && {GIT} checkout -q {base} -- "$p" || exit 1; '
+            f'else rm -rf -- "$p" || exit 1; fi; done < {WORK}/reset'
+        ),
+    )
     return sorted(protected) if rc == 0 else None
 
 
-async def agent_diff(sandbox: Sandbox, base_commit: str, repo_path: str = "/workspace", max_bytes: int = 1 << 20) -> str:
+async def agent_diff(
+    sandbox: Sandbox, base_commit: str, repo_path: str = "/workspace", max_bytes: int = 1 << 20
+) -> str:
     """The agent's changes against base_commit, from the AGENT's sandbox at the end of the rollout.
 
     Run in a clean bash (the agent's shell may carry functions, aliases, GIT_* variables);

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The SWE task's prompt and row shape: one home, used by the data script and tests."""
 
 from __future__ import annotations
@@ -14,19 +16,33 @@ SYSTEM_PROMPT = (
     "grading; your change is graded by the project's own tests. Call `submit` when you are done: what is "
     "graded is the state of the repository at that moment (its diff against the base commit)."
 )
-USER_TEMPLATE = "Resolve the following issue in the repository at {repo_path}.\n\n<issue>\n{problem_statement}\n</issue>"
+USER_TEMPLATE = (
+    "Resolve the following issue in the repository at {repo_path}.\n\n<issue>\n{problem_statement}\n</issue>"
+)
 # The SWE-bench / SWE-Gym fields a row carries, in this order (the rest is ours).
 TASK_FIELDS = (
-    "instance_id", "repo", "version", "base_commit", "problem_statement", "hints_text",
-    "FAIL_TO_PASS", "PASS_TO_PASS", "patch", "test_patch", "environment",
-)  # fmt: skip
+    "instance_id",
+    "repo",
+    "version",
+    "base_commit",
+    "problem_statement",
+    "hints_text",
+    "FAIL_TO_PASS",
+    "PASS_TO_PASS",
+    "patch",
+    "test_patch",
+    "environment",
+)
 
 
 def build_row(task: dict[str, Any], repo_path: str = "/workspace") -> dict[str, Any]:
     """A dataset row from a SWE task in the SWE-bench schema (plus `environment`)."""
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT.format(repo_path=repo_path)},
-        {"role": "user", "content": USER_TEMPLATE.format(repo_path=repo_path, problem_statement=task["problem_statement"].strip())},
+        {
+            "role": "user",
+            "content": USER_TEMPLATE.format(repo_path=repo_path, problem_statement=task["problem_statement"].strip()),
+        },
     ]
     row: dict[str, Any] = {"responses_create_params": {"input": messages}, "task_id": f"swe/{task['instance_id']}"}
     row |= {key: task[key] for key in TASK_FIELDS if key in task}

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Where a SWE task's repository comes from, and how it gets into a sandbox.
 
 A row's `environment` says how to get the repository at `base_commit`:
@@ -48,14 +50,28 @@ DEFAULT_ACTIVATE = "if [ -f /opt/miniconda3/bin/activate ]; then . /opt/minicond
 GITIGNORE = ["__pycache__/", "*.py[cod]", ".pytest_cache/", ".hypothesis/", ".coverage", ".tox/", ".mypy_cache/"]
 # Fixed identity, date and message: the base commit's hash depends only on the tree.
 GIT_ENV = {
-    "GIT_AUTHOR_NAME": "prorl-gym", "GIT_AUTHOR_EMAIL": "swe@prorl-gym.invalid",
-    "GIT_COMMITTER_NAME": "prorl-gym", "GIT_COMMITTER_EMAIL": "swe@prorl-gym.invalid",
-    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
-    "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0",
-}  # fmt: skip
+    "GIT_AUTHOR_NAME": "prorl-gym",
+    "GIT_AUTHOR_EMAIL": "swe@prorl-gym.invalid",
+    "GIT_COMMITTER_NAME": "prorl-gym",
+    "GIT_COMMITTER_EMAIL": "swe@prorl-gym.invalid",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_TERMINAL_PROMPT": "0",
+}
 GIT = "git -c 'safe.directory=*' -c core.quotepath=false"  # inside sandboxes
 GIT_SAFE = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": "*"}
-GIT_OPTS = ["-c", "core.autocrlf=false", "-c", "core.fileMode=true", "-c", "commit.gpgSign=false", "-c", "init.defaultBranch=main"]
+GIT_OPTS = [
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "core.fileMode=true",
+    "-c",
+    "commit.gpgSign=false",
+    "-c",
+    "init.defaultBranch=main",
+]
 
 
 class RepoPrepError(RuntimeError):
@@ -90,7 +106,13 @@ def repo_env(row: Any, workspace: str = "/workspace") -> RepoEnv:
     env = environment_of(row)
     if "image" in env:
         image = env["image"] if "://" in env["image"] or env["image"].endswith(".sif") else f"docker://{env['image']}"
-        return RepoEnv("image", env.get("repo_path", DEFAULT_IMAGE_REPO), env.get("pythonpath", ""), env.get("activate", DEFAULT_ACTIVATE), image)
+        return RepoEnv(
+            "image",
+            env.get("repo_path", DEFAULT_IMAGE_REPO),
+            env.get("pythonpath", ""),
+            env.get("activate", DEFAULT_ACTIVATE),
+            image,
+        )
     if "sdist" in env or "repo_dir" in env:
         return RepoEnv("local", workspace, env.get("pythonpath", "."), env.get("activate", ""))
     raise RepoPrepError(f"row {field(row, 'instance_id')!r}: environment needs one of sdist, repo_dir, image")
@@ -108,7 +130,11 @@ def task_spec(spec: SandboxSpec, row: Any, repo_dir: Path | None) -> SandboxSpec
         return spec.model_copy(update={"image": env.image, "env": spec.env | extra | GIT_SAFE}, deep=True)
     if repo_dir is None:
         raise RepoPrepError("a local SWE row needs its prepared repository (prepare_repo)")
-    if os.geteuid() == 0 and spec.isolation == "required" and (blocked := untraversable_parent(Path(repo_dir), spec.host_uid)):
+    if (
+        os.geteuid() == 0
+        and spec.isolation == "required"
+        and (blocked := untraversable_parent(Path(repo_dir), spec.host_uid))
+    ):
         raise RepoPrepError(f"{repo_dir} is not reachable by the sandbox uid {spec.host_uid}: chmod o+x {blocked}")
     binds = [b for b in spec.binds if b.dst != REPO_MOUNT] + [Bind(src=str(repo_dir), dst=REPO_MOUNT)]
     return spec.model_copy(update={"binds": binds, "env": spec.env | extra}, deep=True)
@@ -143,18 +169,24 @@ async def stage_repo(sandbox: Sandbox, row: Any, scrub: bool = True) -> str:
 
 async def run_command(argv: list[str], cwd: Path | None = None, stdin: bytes | None = None) -> str:
     proc = await asyncio.create_subprocess_exec(
-        *argv, cwd=cwd, env=os.environ | GIT_ENV, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-    )  # fmt: skip
+        *argv,
+        cwd=cwd,
+        env=os.environ | GIT_ENV,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
     out, _ = await proc.communicate(stdin)
     if proc.returncode != 0:
-        raise RepoPrepError(f"{' '.join(argv[:4])} ... failed ({proc.returncode}): {out.decode(errors='replace')[-800:]}")
+        raise RepoPrepError(
+            f"{' '.join(argv[:4])} ... failed ({proc.returncode}): {out.decode(errors='replace')[-800:]}"
+        )
     return out.decode(errors="replace")
 
 
 def make_readable(path: Path, stop: Path) -> None:
     """o+rX on path's tree, o+x on its parents up to stop: the sandbox uid reads the bind."""
-    for root, dirs, files in os.walk(path):
+    for root, _dirs, files in os.walk(path):
         os.chmod(root, os.stat(root).st_mode | 0o755)
         for name in files:
             p = os.path.join(root, name)
@@ -194,7 +226,9 @@ class RepoCache:
         self.cache_dir = Path(cache_dir).resolve()
         self.pip = pip or [sys.executable, "-m", "pip"]
         # asyncio locks belong to one event loop (tests run one loop per test): a set per loop
-        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def _lock(self, key: str) -> asyncio.Lock:
         return self._locks.setdefault(asyncio.get_running_loop(), {}).setdefault(key, asyncio.Lock())
@@ -227,7 +261,9 @@ class RepoCache:
                 try:
                     # --no-binary for this project only: with :all: pip builds the sdist's build backend from source too (minutes)
                     name = re.split(r"[=<>!~\[;@ ]", requirement, maxsplit=1)[0]
-                    await run_command([*self.pip, "download", "--no-deps", "--no-binary", name, "-q", "-d", str(tmp), requirement])
+                    await run_command(
+                        [*self.pip, "download", "--no-deps", "--no-binary", name, "-q", "-d", str(tmp), requirement]
+                    )
                     (archive,) = list(tmp.iterdir())
                     digest = await asyncio.to_thread(lambda: hashlib.sha256(archive.read_bytes()).hexdigest())
                     if digest != sha256:
@@ -251,7 +287,9 @@ class RepoCache:
             # init first: inside another work tree (the cache under this repo) git apply would use that one
             await run_command(["git", *GIT_OPTS, "init", "-q"], repo)
             if env.get("bug_patch"):
-                await run_command(["git", *GIT_OPTS, "apply", "--whitespace=nowarn", "-"], repo, env["bug_patch"].encode())
+                await run_command(
+                    ["git", *GIT_OPTS, "apply", "--whitespace=nowarn", "-"], repo, env["bug_patch"].encode()
+                )
             await asyncio.to_thread(_add_gitignore, repo)
             await run_command(["git", *GIT_OPTS, "add", "-A"], repo)
             await run_command(["git", *GIT_OPTS, "commit", "-q", "-m", f"{env['sdist']} (base)"], repo)

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Recorded actions of the SWE environment for the scripted policy (a stand-in for a GPU model).
 
 gold: run a failing test, apply the gold patch, run the tests again, submit.
@@ -23,9 +25,16 @@ def script(row: dict, mode: str, tool_calls: int = 1) -> list[Step]:
         return [look, Step(tool_calls=[call("submit", {"note": "no change"})])]
     fix = Step(
         content="Applying the fix.",
-        tool_calls=[call("bash", {"command": f"cd /workspace && git apply <<'PRORL_PATCH'\n{row['patch']}PRORL_PATCH"})],
+        tool_calls=[
+            call("bash", {"command": f"cd /workspace && git apply <<'PRORL_PATCH'\n{row['patch']}PRORL_PATCH"})
+        ],
     )
-    steps = [look, fix, Step(tool_calls=[call("bash", {"command": _pytest(row)})]), Step(tool_calls=[call("submit", {})])]
+    steps = [
+        look,
+        fix,
+        Step(tool_calls=[call("bash", {"command": _pytest(row)})]),
+        Step(tool_calls=[call("submit", {})]),
+    ]
     if mode == "malformed":
         steps = [
             Step(tool_calls=[call("bash", '{"command": "ls"')]),  # invalid JSON

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """ProRL agent: one rollout = INIT -> RUN -> EVAL, each stage in its own worker pool.
 
     INIT  resources server /seed_session: sandbox created, task staged (+ its tool list)
@@ -90,9 +92,12 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         timeouts = {Stage.INIT: c.init_timeout_s, Stage.RUN: c.run_timeout_s, Stage.EVAL: c.eval_timeout_s}
         self._pools = {stage: StagePool(stage, workers[stage], timeouts[stage]) for stage in Stage}
         self._jobs = JobManager(
-            self.rollout, c.jobs, environments=(c.resources_server.name, c.name), validate_row=ProRLRunRequest.model_validate,
+            self.rollout,
+            c.jobs,
+            environments=(c.resources_server.name, c.name),
+            validate_row=ProRLRunRequest.model_validate,
             stage_stats=lambda: {stage.value: pool.stats() for stage, pool in self._pools.items()},
-        )  # fmt: skip
+        )
         return super().model_post_init(context)
 
     def setup_webserver(self):
@@ -135,9 +140,11 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         except asyncio.CancelledError:
             failure = Failure(stage=stage, type=FailureType.CANCELLED, message="rollout cancelled")
             raise
-        except Exception as exc:  # noqa: BLE001 - a bug here must not take the server down
+        except Exception as exc:
             log.exception("agent error in %s", stage)
-            failure = Failure(stage=stage, type=FailureType.AGENT_ERROR, message=f"{exc!r}\n{traceback.format_exc()[-1500:]}")
+            failure = Failure(
+                stage=stage, type=FailureType.AGENT_ERROR, message=f"{exc!r}\n{traceback.format_exc()[-1500:]}"
+            )
         finally:
             if verified is None:  # /verify closes the sandbox; on any other path release it here
                 await asyncio.shield(self._release(cookies))
@@ -163,7 +170,9 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         payload = await response.read()
         cookies.update({name: morsel.value for name, morsel in response.cookies.items()})
         if response.status != 200:
-            raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, f"seed_session returned {response.status}: {payload[:1500]!r}")
+            raise RolloutFailure(
+                Stage.INIT, FailureType.INIT_ERROR, f"seed_session returned {response.status}: {payload[:1500]!r}"
+            )
 
     async def _tool_schemas(self) -> list[dict]:
         if self._tools is None:  # the resources server is the one home of its tool definitions
@@ -173,7 +182,9 @@ class ProRLAgent(SimpleResponsesAPIAgent):
             self._tools = await get_response_json(response)
         return self._tools
 
-    def _new_loop(self, params: NeMoGymResponseCreateParamsNonStreaming, tools: list[dict], cookies: dict) -> AgentLoop:
+    def _new_loop(
+        self, params: NeMoGymResponseCreateParamsNonStreaming, tools: list[dict], cookies: dict
+    ) -> AgentLoop:
         if not params.tools:  # a row may bring its own tools; otherwise the server's
             params = params.model_copy(update={"tools": tools})
         return AgentLoop(
@@ -193,7 +204,9 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         )
         payload = await response.read()
         if response.status != 200:
-            raise RolloutFailure(Stage.EVAL, FailureType.EVAL_ERROR, f"verify returned {response.status}: {payload[:1500]!r}")
+            raise RolloutFailure(
+                Stage.EVAL, FailureType.EVAL_ERROR, f"verify returned {response.status}: {payload[:1500]!r}"
+            )
         return json.loads(payload)
 
     async def _release(self, cookies: dict) -> None:
@@ -203,7 +216,7 @@ class ProRLAgent(SimpleResponsesAPIAgent):
                     server_name=self.config.resources_server.name, url_path="/release", json={}, cookies=cookies
                 )
                 await response.read()
-        except Exception:  # noqa: BLE001 - the server's idle sweep is the backstop
+        except Exception:
             log.warning("could not release the sandbox; the resources server will expire it", exc_info=True)
 
     def _transcript(self, loop: AgentLoop | None) -> NeMoGymResponse:
@@ -211,14 +224,26 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         base = loop.last_response if loop and loop.last_response else None
         if base is None:
             return NeMoGymResponse(
-                id="resp_none", created_at=int(time.time()), model="", object="response",
-                output=list(loop.outputs) if loop else [], parallel_tool_calls=False, tool_choice="auto", tools=[],
-            )  # fmt: skip
+                id="resp_none",
+                created_at=int(time.time()),
+                model="",
+                object="response",
+                output=list(loop.outputs) if loop else [],
+                parallel_tool_calls=False,
+                tool_choice="auto",
+                tools=[],
+            )
         usage = base.usage.model_copy(update={"output_tokens": loop.stats.output_tokens}) if base.usage else None
         return base.model_copy(update={"output": list(loop.outputs), "usage": usage})
 
-    def _record(self, row: dict, loop: AgentLoop | None, verified: dict | None, failure: Failure | None, timings: dict) -> dict:
-        record = verified if verified is not None else row | {"response": self._transcript(loop).model_dump(), "reward": 0.0}
+    def _record(
+        self, row: dict, loop: AgentLoop | None, verified: dict | None, failure: Failure | None, timings: dict
+    ) -> dict:
+        record = (
+            verified
+            if verified is not None
+            else row | {"response": self._transcript(loop).model_dump(), "reward": 0.0}
+        )
         failure = failure or (Failure.model_validate(record["failure"]) if record.get("failure") else None)
         record["failure"] = failure.model_dump(mode="json") if failure else None
         if failure:
@@ -227,7 +252,12 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         stats = loop.stats if loop else None
         record |= {
             "stop_reason": record.get("stop_reason"),
-            "timings": timings | ({"policy_s": stats.policy_s, "tools_s": stats.tools_s, "tool_exec_s": stats.tool_exec_s} if stats else {}),
+            "timings": timings
+            | (
+                {"policy_s": stats.policy_s, "tools_s": stats.tools_s, "tool_exec_s": stats.tool_exec_s}
+                if stats
+                else {}
+            ),
             "num_turns": stats.turns if stats else 0,
             "num_tool_calls": stats.tool_calls if stats else 0,
             "malformed_tool_calls": stats.malformed_tool_calls if stats else 0,
@@ -237,7 +267,9 @@ class ProRLAgent(SimpleResponsesAPIAgent):
 
     # ------------------------------------------------------------------ /v1/responses: the loop alone
 
-    async def responses(self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming = Body()) -> NeMoGymResponse:
+    async def responses(
+        self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming = Body()
+    ) -> NeMoGymResponse:
         """RUN only, for callers that seed and verify themselves (NeMo Gym's agent contract)."""
         loop = self._new_loop(body, await self._tool_schemas(), dict(request.cookies))
         await loop.run()
@@ -248,7 +280,9 @@ class ProRLAgent(SimpleResponsesAPIAgent):
     def _mount_job_routes(self, app: FastAPI) -> None:
         jobs = self._jobs
         run_with_app(app, jobs.start, jobs.close)  # at shutdown, running jobs are cancelled
-        app.add_exception_handler(JobError, lambda _, exc: JSONResponse({"detail": exc.detail, **exc.extra}, exc.status))
+        app.add_exception_handler(
+            JobError, lambda _, exc: JSONResponse({"detail": exc.detail, **exc.extra}, exc.status)
+        )
 
         @app.post("/jobs")
         async def submit(request: Request) -> Batch:
@@ -260,7 +294,8 @@ class ProRLAgent(SimpleResponsesAPIAgent):
             try:
                 batch = SubmitRequest.model_validate_json(body)
             except ValidationError as exc:
-                raise JobError(422, "invalid request", errors=json.loads(exc.json(include_url=False, include_input=False)))
+                errors = json.loads(exc.json(include_url=False, include_input=False))
+                raise JobError(422, "invalid request", errors=errors) from None
             return jobs.submit(batch)
 
         @app.get("/batches/{batch_id}/results")  # NDJSON, or server-sent events if asked for

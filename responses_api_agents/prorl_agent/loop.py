@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The multi-turn loop (RUN stage): policy -> tool calls -> tool results -> ... until done.
 
 In the style of mini-swe-agent: `run` repeats `step`; `step` = `query` the policy, then
@@ -101,18 +103,27 @@ class AgentLoop:
         body = self.params.model_copy(update=update)
         started = time.perf_counter()
         status, payload, cookies = await self._post(
-            self.model_server, "/v1/responses", body, self.model_cookies, self.limits.policy_call_timeout_s,
-            FailureType.POLICY_ERROR, "the policy",
-        )  # fmt: skip
+            self.model_server,
+            "/v1/responses",
+            body,
+            self.model_cookies,
+            self.limits.policy_call_timeout_s,
+            FailureType.POLICY_ERROR,
+            "the policy",
+        )
         self.stats.policy_s += time.perf_counter() - started
         self.stats.turns += 1
         if status != 200:
-            raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, f"model server returned {status}: {payload[:1000]!r}")
+            raise RolloutFailure(
+                Stage.RUN, FailureType.POLICY_ERROR, f"model server returned {status}: {payload[:1000]!r}"
+            )
         self.model_cookies |= cookies
         try:
             response = NeMoGymResponse.model_validate_json(payload)
         except ValidationError as exc:
-            raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, f"invalid response from the policy: {exc}") from exc
+            raise RolloutFailure(
+                Stage.RUN, FailureType.POLICY_ERROR, f"invalid response from the policy: {exc}"
+            ) from exc
         if response.usage:
             self.stats.output_tokens += response.usage.output_tokens
         self.last_response = response
@@ -130,16 +141,23 @@ class AgentLoop:
             return self._tool_error(call, "the arguments must be a JSON object")
         started = time.perf_counter()
         status, payload, cookies = await self._post(
-            self.resources_server, f"/{call.name}", arguments, self.resources_cookies,
-            self.limits.tool_call_timeout_s, FailureType.TOOL_ERROR, f"tool {call.name!r}",
-        )  # fmt: skip
+            self.resources_server,
+            f"/{call.name}",
+            arguments,
+            self.resources_cookies,
+            self.limits.tool_call_timeout_s,
+            FailureType.TOOL_ERROR,
+            f"tool {call.name!r}",
+        )
         self.stats.tools_s += time.perf_counter() - started
         self.resources_cookies |= cookies
         if status == 422:  # the arguments did not match the tool's schema
             detail = json.loads(payload).get("detail", payload.decode(errors="replace"))
             return self._tool_error(call, f"invalid arguments for {call.name!r}: {json.dumps(detail)[:1000]}")
         if status != 200:
-            raise RolloutFailure(Stage.RUN, FailureType.TOOL_ERROR, f"tool {call.name!r} failed ({status}): {payload[:1000]!r}")
+            raise RolloutFailure(
+                Stage.RUN, FailureType.TOOL_ERROR, f"tool {call.name!r} failed ({status}): {payload[:1000]!r}"
+            )
         result = json.loads(payload)
         self.stats.tool_exec_s += float((result.get("metadata") or {}).get("duration_s") or 0.0)
         return NeMoGymFunctionCallOutput(type="function_call_output", call_id=call.call_id, output=result["content"])
@@ -148,7 +166,9 @@ class AgentLoop:
         self.stats.malformed_tool_calls += 1
         return NeMoGymFunctionCallOutput(type="function_call_output", call_id=call.call_id, output=f"Error: {message}")
 
-    async def _post(self, server: str, path: str, body, cookies: dict, timeout: float, failure: FailureType, what: str):
+    async def _post(
+        self, server: str, path: str, body, cookies: dict, timeout: float, failure: FailureType, what: str
+    ):
         """POST and read the reply within `timeout`; unreachable or silent peers become `failure`."""
         try:
             async with asyncio.timeout(timeout):

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """NeMo Gym's vllm_model over several policy endpoints: least-in-flight, sticky, health-checked.
 
 Everything vllm_model does (Responses <-> Chat Completions, token ids via /tokenize) is
@@ -14,8 +16,9 @@ inherited; what changes is which endpoint serves a request and how long it may t
 Run it with one uvicorn worker (the default): routing state lives in the process.
 """
 
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import Any, Awaitable, Callable, TypeVar
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, HTTPException, Request
 from nemo_gym.base_responses_api_model import Body
@@ -28,13 +31,12 @@ from nemo_gym.openai_utils import (
 )
 from nemo_gym.server_utils import SESSION_ID_KEY, is_nemo_gym_fastapi_entrypoint
 from pydantic import BaseModel, PrivateAttr, model_validator
-from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prorl_gym.lifespan import run_with_app
-
 from responses_api_models.balanced_vllm_model.balancer import Unavailable, normalize_url
 from responses_api_models.balanced_vllm_model.pool import BalancerSettings, EndpointPool, Lease
+from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
 
 T = TypeVar("T")
 ENDPOINT_HEADER = "x-policy-endpoint"  # which endpoint served a response (logs, tests)
@@ -164,7 +166,7 @@ class EndpointHeader:
         await self.app(scope, receive, send_with_header)
 
 
-async def _on_endpoint(lease: Lease, call: Callable[[], Awaitable[T]]) -> T:
+async def _on_endpoint[T](lease: Lease, call: Callable[[], Awaitable[T]]) -> T:
     _CLIENT.set(lease.endpoint.client)  # the call runs in its own task: this stays local to it
     return await call()
 
@@ -172,4 +174,4 @@ async def _on_endpoint(lease: Lease, call: Callable[[], Awaitable[T]]) -> T:
 if __name__ == "__main__":
     BalancedVLLMModel.run_webserver()
 elif is_nemo_gym_fastapi_entrypoint(__file__):
-    app = BalancedVLLMModel.run_webserver()  # noqa: F401
+    app = BalancedVLLMModel.run_webserver()

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Endpoint choice and health state: pure, synchronous, no I/O (the async side is pool.py).
 
 Rules:
@@ -47,9 +49,13 @@ class Endpoint:
 
     def view(self) -> dict[str, Any]:
         return {
-            "url": self.url, "healthy": self.healthy, "in_flight": self.in_flight, "sessions": self.sessions,
-            "failures": self.failures, "last_error": self.last_error,
-        }  # fmt: skip
+            "url": self.url,
+            "healthy": self.healthy,
+            "in_flight": self.in_flight,
+            "sessions": self.sessions,
+            "failures": self.failures,
+            "last_error": self.last_error,
+        }
 
 
 @dataclass

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """NeMo Gym's OpenAI client for one endpoint, minus its unbounded retries.
 
 NeMoGymAsyncOpenAI sends through `nemo_gym.server_utils.request`, which retries connection
@@ -29,7 +31,9 @@ class EndpointClient(NeMoGymAsyncOpenAI):
     _transport: Transport = PrivateAttr()
 
     @classmethod
-    def create(cls, base_url: str, api_key: str, default_headers: dict[str, str], transport: Transport) -> "EndpointClient":
+    def create(
+        cls, base_url: str, api_key: str, default_headers: dict[str, str], transport: Transport
+    ) -> EndpointClient:
         client = cls(base_url=base_url, api_key=api_key, default_headers=default_headers)
         client._transport = transport
         return client

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The async side of the balancer: HTTP to the endpoints, health checks, leases, cancellation.
 
 Every policy call runs as its own task and the handler waits for the first of: the call's
@@ -86,7 +88,9 @@ class EndpointPool:
             cookie_jar=DummyCookieJar(),
         )
         # Separate connections, so health checks never queue behind generations.
-        self._health_session = ClientSession(timeout=ClientTimeout(total=s.health_timeout_s), cookie_jar=DummyCookieJar())
+        self._health_session = ClientSession(
+            timeout=ClientTimeout(total=s.health_timeout_s), cookie_jar=DummyCookieJar()
+        )
         self._health_task = asyncio.create_task(self._health_loop(), name="policy-endpoint-health")
 
     async def close(self) -> None:
@@ -153,7 +157,9 @@ class EndpointPool:
             inner.cancel()  # no-op if it finished; else aborts the HTTP request (vLLM frees the slot)
             self.balancer.release(endpoint)
 
-    async def _send(self, endpoint: Endpoint, method: str, url: str, json: Any, headers: dict[str, str]) -> ClientResponse:
+    async def _send(
+        self, endpoint: Endpoint, method: str, url: str, json: Any, headers: dict[str, str]
+    ) -> ClientResponse:
         """One call's HTTP request: connection errors retried at most connect_attempts times."""
         assert self._session is not None
         data = None if json is None else orjson.dumps(json)

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Serve the scripted policy (a stand-in for a GPU model) on an OpenAI-compatible endpoint.
 
     python -m responses_api_models.scripted_policy --data rows.jsonl [--data ...] [--port 8000]

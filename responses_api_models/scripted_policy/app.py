@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The scripted policy's HTTP server: OpenAI chat completions + vLLM's /tokenize.
 
 STAND-IN for a GPU model. It replays recorded actions (see scripts.py) for the task whose
@@ -51,7 +53,7 @@ class ScriptedPolicy:
         self._scripts: dict[tuple[str, str], list[Step]] = {}
 
     @classmethod
-    def from_files(cls, paths: list[str | Path], **kwargs) -> "ScriptedPolicy":
+    def from_files(cls, paths: list[str | Path], **kwargs) -> ScriptedPolicy:
         rows = []
         for path in paths:
             with open(path) as f:
@@ -115,7 +117,9 @@ def create_app(policy: ScriptedPolicy) -> FastAPI:
         body = await request.json()
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
-            return JSONResponse(status_code=400, content={"object": "error", "message": "messages must be a non-empty list"})
+            return JSONResponse(
+                status_code=400, content={"object": "error", "message": "messages must be a non-empty list"}
+            )
         if policy.latency_s:
             await asyncio.sleep(policy.latency_s)
         step = policy.next_step(messages, policy.mode_for(body))

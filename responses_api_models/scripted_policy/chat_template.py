@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """A deterministic chat template and byte-level tokenizer.
 
 Token ids are the UTF-8 bytes of the rendered conversation. An assistant turn renders

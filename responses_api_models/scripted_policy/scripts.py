@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Recorded actions per task: what the scripted policy says at each turn.
 
 A script is a list of steps; step k is the assistant's k-th turn. Modes:
@@ -12,8 +14,8 @@ Each environment records its own actions in `resources_servers/<env>/scripted.py
 
 from __future__ import annotations
 
-import json
 import importlib
+import json
 from dataclasses import dataclass, field
 
 MODES = ("gold", "wrong", "malformed")
@@ -38,5 +40,7 @@ def build_script(row: dict, mode: str, tool_calls: int = 1) -> list[Step]:
     try:
         module = importlib.import_module(f"resources_servers.{env}.scripted")
     except ModuleNotFoundError:
-        raise ValueError(f"no recorded actions for task {row.get('task_id')!r}: resources_servers/{env}/scripted.py") from None
+        raise ValueError(
+            f"no recorded actions for task {row.get('task_id')!r}: resources_servers/{env}/scripted.py"
+        ) from None
     return module.script(row, mode, tool_calls=tool_calls)

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The real command on a real stack: scripted policy (gold) + ng_run + ng_collect_rollouts over
 the STEM example split, two repeats per row; the report's numbers must be the gold ones."""
 
@@ -20,7 +22,9 @@ from prorl_gym.stack import REPO_ROOT
 
 @pytest.fixture
 def sandbox_root():
-    root = Path(tempfile.mkdtemp(prefix="prorl-eval-", dir="/tmp"))  # pytest's tmp dirs are 0700: the sandbox uid must get in
+    root = Path(
+        tempfile.mkdtemp(prefix="prorl-eval-", dir="/tmp")
+    )  # pytest's tmp dirs are 0700: the sandbox uid must get in
     root.chmod(0o711)
     yield root
     shutil.rmtree(root, ignore_errors=True)
@@ -28,19 +32,40 @@ def sandbox_root():
 
 def test_evaluate_stem_example_split_with_the_gold_policy(tmp_path, sandbox_root):
     out = tmp_path / "eval"
-    argv = [sys.executable, "-m", "prorl_gym.evaluation", "--env", "stem", "--split", "example", "--repeats", "2",
-            "--sandbox-root", str(sandbox_root), "--out", str(out)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "prorl_gym.evaluation",
+        "--env",
+        "stem",
+        "--split",
+        "example",
+        "--repeats",
+        "2",
+        "--sandbox-root",
+        str(sandbox_root),
+        "--out",
+        str(out),
+    ]
     started = time.monotonic()
-    run = subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    run = subprocess.run(
+        argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=240, env=dict(os.environ, PYTHONUNBUFFERED="1")
+    )
     elapsed = time.monotonic() - started
     assert run.returncode == 0, f"{run.stdout[-2000:]}\n{run.stderr[-3000:]}"
     assert "Collecting rollouts" in run.stderr  # ng_collect_rollouts' progress bar reached the terminal
 
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["counts"] | {"failure_rate": 0.0} == {
-        "tasks": 5, "repeats": 2, "rollouts": 10, "expected_rollouts": 10, "missing_rollouts": 0,
-        "valid_rollouts": 10, "failed_rollouts": 0, "failure_rate": 0.0,
-    }, metrics["failures"]  # fmt: skip
+        "tasks": 5,
+        "repeats": 2,
+        "rollouts": 10,
+        "expected_rollouts": 10,
+        "missing_rollouts": 0,
+        "valid_rollouts": 10,
+        "failed_rollouts": 0,
+        "failure_rate": 0.0,
+    }, metrics["failures"]
     assert metrics["reward"]["mean_all"] == 1.0 and metrics["reward"]["mean_valid"] == 1.0
     assert metrics["pass_at_k"] == {"1": 1.0, "2": 1.0}
     assert metrics["token_ids_contiguous"]["fraction"] == 1.0

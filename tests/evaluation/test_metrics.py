@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """pass@k against hand-computed values and brute force; the metrics over small synthetic records."""
 
 from __future__ import annotations
@@ -47,24 +49,43 @@ def test_pass_at_k_rejects_impossible_arguments(n, c, k):
 
 def rollout(task: int, repeat: int, reward: float = 1.0, failure: str | None = None, **extra) -> dict:
     return {
-        "task_id": f"t/{task}", "_ng_task_index": task, "_ng_rollout_index": repeat, "reward": 0.0 if failure else reward,
+        "task_id": f"t/{task}",
+        "_ng_task_index": task,
+        "_ng_rollout_index": repeat,
+        "reward": 0.0 if failure else reward,
         "failure": {"stage": "run", "type": failure, "message": "boom"} if failure else None,
-        "stop_reason": None if failure else "answered", "num_tool_calls": 2, "num_turns": 3, "malformed_tool_calls": 0,
-        "token_ids_contiguous": True, "timings": {"init_s": 0.1, "run_s": 1.0 + task, "eval_s": 0.2, "run_queue_s": 0.0},
-    } | extra  # fmt: skip
+        "stop_reason": None if failure else "answered",
+        "num_tool_calls": 2,
+        "num_turns": 3,
+        "malformed_tool_calls": 0,
+        "token_ids_contiguous": True,
+        "timings": {"init_s": 0.1, "run_s": 1.0 + task, "eval_s": 0.2, "run_queue_s": 0.0},
+    } | extra
 
 
 def test_evaluate_counts_failed_rollouts_as_not_passing():
-    records = [rollout(0, 0), rollout(0, 1, reward=0.0), rollout(0, 2, failure="policy_error"),
-               rollout(1, 0), rollout(1, 1), rollout(1, 2)]  # fmt: skip
+    records = [
+        rollout(0, 0),
+        rollout(0, 1, reward=0.0),
+        rollout(0, 2, failure="policy_error"),
+        rollout(1, 0),
+        rollout(1, 1),
+        rollout(1, 2),
+    ]
     m = evaluate(records, repeats=3)
     assert m["pass_at_k"] == pytest.approx({"1": (1 / 3 + 1) / 2, "2": (2 / 3 + 1) / 2, "3": 1.0})
     assert m["reward"]["mean_all"] == pytest.approx(4 / 6)
     assert m["reward"]["mean_valid"] == pytest.approx(4 / 5)
     assert m["counts"] == {
-        "tasks": 2, "repeats": 3, "rollouts": 6, "expected_rollouts": 6, "missing_rollouts": 0,
-        "valid_rollouts": 5, "failed_rollouts": 1, "failure_rate": pytest.approx(1 / 6),
-    }  # fmt: skip
+        "tasks": 2,
+        "repeats": 3,
+        "rollouts": 6,
+        "expected_rollouts": 6,
+        "missing_rollouts": 0,
+        "valid_rollouts": 5,
+        "failed_rollouts": 1,
+        "failure_rate": pytest.approx(1 / 6),
+    }
     assert m["failures"]["by_type"] == {"policy_error": 1} and m["failures"]["by_stage"] == {"run": 1}
     assert m["task_outcomes"] == {"solved_every_time": 1, "solved_sometimes": 1, "never_solved": 0, "with_failures": 1}
     assert m["stop_reasons"] == {"answered": 5}
@@ -86,7 +107,10 @@ def test_a_retried_rollout_counts_once_and_its_success_wins():
 
 
 def test_threshold_and_environment_extras():
-    records = [rollout(0, 0, reward=0.5, pass_fraction=0.5, generator="gsm"), rollout(0, 1, reward=1.0, pass_fraction=1.0, generator="gsm")]
+    records = [
+        rollout(0, 0, reward=0.5, pass_fraction=0.5, generator="gsm"),
+        rollout(0, 1, reward=1.0, pass_fraction=1.0, generator="gsm"),
+    ]
     assert evaluate(records)["pass_at_k"]["1"] == pytest.approx(0.5)
     m = evaluate(records, threshold=0.5)
     assert m["pass_at_k"]["1"] == pytest.approx(1.0)

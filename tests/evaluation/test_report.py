@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Reports built from each environment's committed example_rollouts.jsonl (real records), from
 records with failures, and through the command line's --from-records; split resolution."""
 
@@ -11,8 +13,8 @@ import pytest
 
 from prorl_gym.evaluation import splits
 from prorl_gym.evaluation.__main__ import main
-from prorl_gym.jsonl import read_jsonl
 from prorl_gym.evaluation.report import REWARD_PNG, SECTIONS, TIMING_PNG, build_report
+from prorl_gym.jsonl import read_jsonl
 from prorl_gym.stack import REPO_ROOT
 
 ENVS = ("math", "code", "stem", "swe")
@@ -49,7 +51,10 @@ def test_report_from_committed_example_rollouts(env, tmp_path):
     report = assert_report(tmp_path)
     assert metrics["reward"]["mean_all"] == 1.0 and metrics["pass_at_k"] == {"1": 1.0}  # gold rollouts
     assert "| pass@1 | 1.000 |" in report and "No failed rollouts." in report
-    assert EXTRA_FIELD[env] in metrics["extras"]["numeric"] | metrics["extras"]["boolean"] | metrics["extras"]["categorical"]
+    assert (
+        EXTRA_FIELD[env]
+        in metrics["extras"]["numeric"] | metrics["extras"]["boolean"] | metrics["extras"]["categorical"]
+    )
     assert EXTRA_FIELD[env] in report
     for stage in ("init", "run", "eval", "init_queue", "run_queue", "eval_queue"):
         assert f"\n| {stage} | {len(records)} |" in report
@@ -64,14 +69,19 @@ def test_report_with_failures_and_several_repeats(tmp_path):
         records.append(record)
         again = dict(record, _ng_rollout_index=1)
         if record["_ng_task_index"] in (0, 1):
-            again |= {"reward": 0.0, "failure": {"stage": "run", "type": "policy_error", "message": "model server returned 500"}}
+            again |= {
+                "reward": 0.0,
+                "failure": {"stage": "run", "type": "policy_error", "message": "model server returned 500"},
+            }
         elif record["_ng_task_index"] == 2:
             again |= {"reward": 0.0}
         records.append(again)
     metrics = build_report(records, tmp_path, {"env": "math", "split": "example"}, repeats=2)
     report = assert_report(tmp_path)
     assert metrics["pass_at_k"] == pytest.approx({"1": 0.7, "2": 1.0})
-    assert metrics["reward"]["mean_all"] == pytest.approx(0.7) and metrics["reward"]["mean_valid"] == pytest.approx(7 / 8)
+    assert metrics["reward"]["mean_all"] == pytest.approx(0.7) and metrics["reward"]["mean_valid"] == pytest.approx(
+        7 / 8
+    )
     assert "| policy_error | 2 | 0.200 | model server returned 500 |" in report
     assert "| run | 2 |" in report and "| run/policy_error | 2 |" in report
 
@@ -97,5 +107,7 @@ def test_splits_come_from_the_agent_configs():
 def test_a_missing_generated_split_says_how_to_make_it(monkeypatch):
     missing = splits.Split("code_train", "train", REPO_ROOT / "resources_servers/code/data/not-generated.jsonl")
     monkeypatch.setattr(splits, "splits", lambda env: [missing])
-    with pytest.raises(splits.SplitError, match=r"does not exist: generate it with `.*data/prepare_code.py` \(or `make data`\)"):
+    with pytest.raises(
+        splits.SplitError, match=r"does not exist: generate it with `.*data/prepare_code.py` \(or `make data`\)"
+    ):
         splits.resolve("code", "train")

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """JobManager with a fake rollout coroutine: submission, streaming, idempotency, cancellation, bounds, status.
 
 The fake's rollouts wait until the test finishes them (in any order), so completion order,
@@ -98,8 +100,13 @@ async def test_results_stream_in_completion_order_and_the_stream_ends_with_the_b
     polled = await manager.job(batch.job_ids[1])
     assert polled.status == "completed" and polled.record["reward"] == 1.0 and polled.batch_ids == [batch.batch_id]
     assert (await manager.batch(batch.batch_id)).model_dump() == {
-        "batch_id": batch.batch_id, "total": 3, "finished": 3, "usable": 3, "done": True, "stop_after": None,
-    }  # fmt: skip
+        "batch_id": batch.batch_id,
+        "total": 3,
+        "finished": 3,
+        "usable": 3,
+        "done": True,
+        "stop_after": None,
+    }
 
 
 async def test_an_idle_stream_sends_heartbeats(fake):

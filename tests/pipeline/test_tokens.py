@@ -1,8 +1,14 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 from prorl_gym.pipeline.tokens import token_ids_contiguous
 
 
 def item(prompt, generation):
-    return {"prompt_token_ids": prompt, "generation_token_ids": generation, "generation_log_probs": [0.0] * len(generation)}
+    return {
+        "prompt_token_ids": prompt,
+        "generation_token_ids": generation,
+        "generation_log_probs": [0.0] * len(generation),
+    }
 
 
 def test_each_prompt_must_extend_everything_seen():

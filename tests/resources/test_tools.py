@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The shared tools (editor, submit, bash/python output) driven against a real sandbox."""
 
 import pytest
@@ -15,7 +17,9 @@ async def test_editor_create_view_replace_insert_undo(sandbox):
     assert created.content == "File created: /workspace/pkg/mod.py"
     view = await run_editor(sandbox, edit(command="view", path="pkg/mod.py", view_range=[2, -1]))
     assert view.content == "     2\tb = 2\n     3\tc = 3\n"
-    replaced = await run_editor(sandbox, edit(command="str_replace", path="pkg/mod.py", old_str="b = 2", new_str="b = 20"))
+    replaced = await run_editor(
+        sandbox, edit(command="str_replace", path="pkg/mod.py", old_str="b = 2", new_str="b = 20")
+    )
     assert "b = 20" in replaced.content
     inserted = await run_editor(sandbox, edit(command="insert", path="pkg/mod.py", insert_line=0, new_str="# top"))
     assert "# top" in inserted.content
@@ -50,7 +54,9 @@ async def test_tool_results_say_what_went_wrong(sandbox):
     assert failed.content == "out\n[exit code 1]" and failed.metadata["exit_code"] == 1
     exited = await TOOLS["bash"].run(sandbox, TOOLS["bash"].args(command="exit 3"))
     assert exited.content.endswith("[the environment was restarted; earlier state is gone; exit code 3]")
-    hog = await TOOLS["bash"].run(sandbox, TOOLS["bash"].args(command="python3 -c 'open(\"big\", \"wb\").write(bytes(2 << 30))'"))
+    hog = await TOOLS["bash"].run(
+        sandbox, TOOLS["bash"].args(command='python3 -c \'open("big", "wb").write(bytes(2 << 30))\'')
+    )
     assert "MemoryError" in hog.content or "File too large" in hog.content
     quiet = await TOOLS["bash"].run(sandbox, TOOLS["bash"].args(command="true"))
     assert quiet.content == "[no output]"
@@ -61,5 +67,7 @@ async def test_tool_results_say_what_went_wrong(sandbox):
 def test_every_tool_has_a_strict_function_schema():
     for tool in TOOLS.values():
         schema = tool.schema()
-        assert schema["type"] == "function" and schema["name"] == tool.name and schema["parameters"]["type"] == "object"
+        assert (
+            schema["type"] == "function" and schema["name"] == tool.name and schema["parameters"]["type"] == "object"
+        )
         assert schema["parameters"].get("additionalProperties") is False

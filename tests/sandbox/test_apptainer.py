@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The apptainer backend: the exact command lines (unit), its plumbing through a fake `apptainer`
 that runs commands on the host (here, where Apptainer cannot be installed), and the full Sandbox
 API on a real Apptainer when one and a test image are available (HPC nodes)."""
@@ -50,7 +52,9 @@ def venv(tmp_path) -> Path:
 
 
 def spec_for(venv: Path, **kw) -> SandboxSpec:
-    return SandboxSpec(**{"backend": "apptainer", "image": "/img/u.sif", "kernel_python": str(venv / "bin" / "python"), **kw})
+    return SandboxSpec(
+        **{"backend": "apptainer", "image": "/img/u.sif", "kernel_python": str(venv / "bin" / "python"), **kw}
+    )
 
 
 # ------------------------------------------------------------------------------------ names
@@ -72,32 +76,52 @@ def test_instance_name_carries_owner_and_sandbox_id_and_is_sanitised():
 def test_default_instance_start_command_exactly(venv):
     spec = spec_for(venv)
     assert instance_start_argv(spec, NAME, PRIVATE, "/img/u.sif") == [
-        "apptainer", "instance", "start", "--containall", "--no-home", "--writable-tmpfs",
-        "--workdir", f"{PRIVATE}/work",
-        "--net", "--network", "none",
-        "--bind", f"{PRIVATE}/workspace:/workspace:rw",
-        "--bind", f"{PRIVATE}/run:{PRIVATE}/run:rw",
-        "--bind", f"{PRIVATE}/ctl:{PRIVATE}/ctl:ro",
-        "--bind", f"{venv}:{venv}:ro",
-        "/img/u.sif", NAME,
-    ]  # fmt: skip
+        "apptainer",
+        "instance",
+        "start",
+        "--containall",
+        "--no-home",
+        "--writable-tmpfs",
+        "--workdir",
+        f"{PRIVATE}/work",
+        "--net",
+        "--network",
+        "none",
+        "--bind",
+        f"{PRIVATE}/workspace:/workspace:rw",
+        "--bind",
+        f"{PRIVATE}/run:{PRIVATE}/run:rw",
+        "--bind",
+        f"{PRIVATE}/ctl:{PRIVATE}/ctl:ro",
+        "--bind",
+        f"{venv}:{venv}:ro",
+        "/img/u.sif",
+        NAME,
+    ]
 
 
 def test_network_fakeroot_binds_and_extra_args(venv):
     spec = spec_for(
-        venv, network=True, workspace="/testbed",
+        venv,
+        network=True,
+        workspace="/testbed",
         apptainer=ApptainerOptions(fakeroot=True, extra_args=["--nv"]),
         binds=[Bind(src="/data/set"), Bind(src="/scratch/out", dst="/out", writable=True)],
-    )  # fmt: skip
+    )
     argv = instance_start_argv(spec, NAME, PRIVATE, "/img/u.sif")
     assert "--net" not in argv and "--network" not in argv
-    assert argv.count("--fakeroot") == 1 and "--fakeroot" not in instance_start_argv(spec_for(venv), NAME, PRIVATE, "x")
+    assert argv.count("--fakeroot") == 1 and "--fakeroot" not in instance_start_argv(
+        spec_for(venv), NAME, PRIVATE, "x"
+    )
     binds = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--bind"]
     assert binds == [
-        f"{PRIVATE}/workspace:/testbed:rw", f"{PRIVATE}/run:{PRIVATE}/run:rw", f"{PRIVATE}/ctl:{PRIVATE}/ctl:ro",
+        f"{PRIVATE}/workspace:/testbed:rw",
+        f"{PRIVATE}/run:{PRIVATE}/run:rw",
+        f"{PRIVATE}/ctl:{PRIVATE}/ctl:ro",
         f"{venv}:{venv}:ro",
-        "/data/set:/data/set:ro", "/scratch/out:/out:rw",
-    ]  # fmt: skip
+        "/data/set:/data/set:ro",
+        "/scratch/out:/out:rw",
+    ]
     assert argv[-3:] == ["--nv", "/img/u.sif", NAME]  # extra args last, before image and name
 
 
@@ -105,7 +129,9 @@ def test_kernel_python_of_the_image_binds_nothing(venv):
     spec = spec_for(venv, kernel_python="/opt/conda/bin/python")  # not on this host: the image's own
     binds = [a for a in instance_start_argv(spec, NAME, PRIVATE, "x") if a.endswith((":ro", ":rw"))]
     assert binds == [
-        f"{PRIVATE}/workspace:/workspace:rw", f"{PRIVATE}/run:{PRIVATE}/run:rw", f"{PRIVATE}/ctl:{PRIVATE}/ctl:ro"
+        f"{PRIVATE}/workspace:/workspace:rw",
+        f"{PRIVATE}/run:{PRIVATE}/run:rw",
+        f"{PRIVATE}/ctl:{PRIVATE}/ctl:ro",
     ]
 
 
@@ -120,11 +146,34 @@ def test_bind_paths_with_separators_are_refused(venv):
 def test_exec_prefix_cleans_the_environment_and_passes_ours(venv):
     spec = spec_for(venv, env={"FOO": "a,b", "OPTS": "-X=1,y", "HOME": "/home/agent", "PATH": "/opt/bin:/usr/bin"})
     assert exec_prefix(spec, NAME) == [
-        "apptainer", "--quiet", "exec", "--cleanenv", "--pwd", "/workspace",
-        "--env", "TMPDIR=/tmp", "--env", "LANG=C.UTF-8", "--env", "TERM=dumb", "--env", "PAGER=cat",
-        "--env", "GIT_PAGER=cat", "--env", "PYTHONUNBUFFERED=1", "--env", "FOO=a,b", "--env", '"OPTS=-X=1,y"',
-        "--env", "PATH=/opt/bin:/usr/bin", f"instance://{NAME}", "/usr/bin/env", "HOME=/home/agent",
-    ]  # fmt: skip
+        "apptainer",
+        "--quiet",
+        "exec",
+        "--cleanenv",
+        "--pwd",
+        "/workspace",
+        "--env",
+        "TMPDIR=/tmp",
+        "--env",
+        "LANG=C.UTF-8",
+        "--env",
+        "TERM=dumb",
+        "--env",
+        "PAGER=cat",
+        "--env",
+        "GIT_PAGER=cat",
+        "--env",
+        "PYTHONUNBUFFERED=1",
+        "--env",
+        "FOO=a,b",
+        "--env",
+        '"OPTS=-X=1,y"',
+        "--env",
+        "PATH=/opt/bin:/usr/bin",
+        f"instance://{NAME}",
+        "/usr/bin/env",
+        "HOME=/home/agent",
+    ]
     assert "PATH=" not in " ".join(exec_prefix(spec_for(venv), NAME))  # the image's own PATH by default
 
 
@@ -135,14 +184,21 @@ def test_singularity_binary_is_honoured_everywhere(venv):
     join = join_argv(spec, NAME, {}, shell=True)
     assert "SINGULARITYENV_PS1=$PS1" in join[2] and "singularity" in join
     assert "APPTAINERENV_PS1=$PS1" in join_argv(spec_for(venv), NAME, {}, shell=True)[2]
-    assert instance_stop_argv(NAME, "singularity")[0] == pull_argv("docker://x", "/c/x.sif", "singularity")[0] == "singularity"
+    assert (
+        instance_stop_argv(NAME, "singularity")[0]
+        == pull_argv("docker://x", "/c/x.sif", "singularity")[0]
+        == "singularity"
+    )
 
 
 def test_limits_are_set_inside_by_the_joined_process(venv):
     spec = spec_for(venv)
     assert limits_prefix(spec) == [
-        "bash", "-c", 'ulimit -HS -v 8388608 -u 512 -f 1048576 -n 4096 && ulimit -S -t 600 && ulimit -H -t 605 && exec "$@"', "prorl-limits",
-    ]  # fmt: skip
+        "bash",
+        "-c",
+        'ulimit -HS -v 8388608 -u 512 -f 1048576 -n 4096 && ulimit -S -t 600 && ulimit -H -t 605 && exec "$@"',
+        "prorl-limits",
+    ]
     unlimited = Limits(cpu_time_s=None, memory_bytes=None, processes=None, file_size_bytes=None, open_files=None)
     assert limits_prefix(spec_for(venv, limits=unlimited)) == []
 
@@ -161,10 +217,21 @@ def test_pull_command_and_cache_path():
 
 def test_host_env_keeps_what_apptainer_needs_and_nothing_that_reaches_inside():
     environ = {
-        "PATH": "/usr/bin", "HOME": "/home/u", "APPTAINER_CACHEDIR": "/c", "SINGULARITY_TMPDIR": "/t",
-        "APPTAINER_BIND": "/scratch", "APPTAINERENV_SECRET": "x", "API_KEY": "k", "http_proxy": "p",
-    }  # fmt: skip
-    assert host_env(environ) == {"PATH": "/usr/bin", "HOME": "/home/u", "APPTAINER_CACHEDIR": "/c", "SINGULARITY_TMPDIR": "/t"}
+        "PATH": "/usr/bin",
+        "HOME": "/home/u",
+        "APPTAINER_CACHEDIR": "/c",
+        "SINGULARITY_TMPDIR": "/t",
+        "APPTAINER_BIND": "/scratch",
+        "APPTAINERENV_SECRET": "x",
+        "API_KEY": "k",
+        "http_proxy": "p",
+    }
+    assert host_env(environ) == {
+        "PATH": "/usr/bin",
+        "HOME": "/home/u",
+        "APPTAINER_CACHEDIR": "/c",
+        "SINGULARITY_TMPDIR": "/t",
+    }
     assert host_env(environ, proxies=True)["http_proxy"] == "p"
 
 
@@ -264,11 +331,16 @@ async def test_full_sandbox_api_through_the_fake(fake, sandbox_root, tmp_path, m
     image = tmp_path / "u.sif"
     image.write_text("sif")
     spec = SandboxSpec(
-        backend="apptainer", image=str(image), root_dir=sandbox_root, workspace=str(workspace),
-        apptainer=ApptainerOptions(binary=str(fake)), env={"GREETING": "a,b", "OPTS": "-X=1,y"},
+        backend="apptainer",
+        image=str(image),
+        root_dir=sandbox_root,
+        workspace=str(workspace),
+        apptainer=ApptainerOptions(binary=str(fake)),
+        env={"GREETING": "a,b", "OPTS": "-X=1,y"},
         limits=Limits(processes=None),  # the fake runs on the host: nproc would count all our tasks here
-        command_timeout_s=10, python_timeout_s=20,
-    )  # fmt: skip
+        command_timeout_s=10,
+        python_timeout_s=20,
+    )
     sandbox = await create_sandbox(spec)
     name = instance_name(sandbox.id)
     start = calls(fake)[0]
@@ -292,7 +364,9 @@ async def test_full_sandbox_api_through_the_fake(fake, sandbox_root, tmp_path, m
 async def test_failed_start_leaves_nothing(fake, sandbox_root, tmp_path):
     image = tmp_path / "broken.sif"
     image.write_text("")
-    spec = SandboxSpec(backend="apptainer", image=str(image), root_dir=sandbox_root, apptainer=ApptainerOptions(binary=str(fake)))
+    spec = SandboxSpec(
+        backend="apptainer", image=str(image), root_dir=sandbox_root, apptainer=ApptainerOptions(binary=str(fake))
+    )
     with pytest.raises(SandboxStartError, match="could not open image"):
         await create_sandbox(spec, sandbox_id="s1")
     assert not (Path(sandbox_root) / "s1").exists()
@@ -303,9 +377,12 @@ async def test_docker_images_come_from_the_cache_pulled_once(fake, sandbox_root,
     cache = tmp_path / "cache"
     uri = "docker://ghcr.io/org/task:1"
     spec = SandboxSpec(
-        backend="apptainer", image=uri, root_dir=sandbox_root, workspace=str(tmp_path),
+        backend="apptainer",
+        image=uri,
+        root_dir=sandbox_root,
+        workspace=str(tmp_path),
         apptainer=ApptainerOptions(binary=str(fake), cache_dir=str(cache)),
-    )  # fmt: skip
+    )
     placements = await asyncio.gather(*(ApptainerBackend().place(f"s{i}", spec) for i in range(3)))
     pulls = [c["argv"] for c in calls(fake) if c["argv"][0] == "pull"]
     assert len(pulls) == 1 and pulls[0][-1] == uri
@@ -345,7 +422,9 @@ def instances() -> str:
 @real_apptainer
 async def test_real_apptainer_full_sandbox_api(sandbox_root):
     """Needs a self-contained .venvs/sandbox (see docs/hpc.md) and an image with bash."""
-    spec = SandboxSpec(backend="apptainer", image=TEST_IMAGE, root_dir=sandbox_root, command_timeout_s=30, start_timeout_s=300)
+    spec = SandboxSpec(
+        backend="apptainer", image=TEST_IMAGE, root_dir=sandbox_root, command_timeout_s=30, start_timeout_s=300
+    )
     sandbox = await create_sandbox(spec)
     name = instance_name(sandbox.id)
     try:

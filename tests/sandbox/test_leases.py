@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 import asyncio
 import os
 import signal
@@ -7,7 +9,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from prorl_gym.sandbox import SandboxSpec, create_sandbox
+from prorl_gym.sandbox import create_sandbox
 from prorl_gym.sandbox.leases import Lease, read_leases, reap_stale, write_lease
 
 # A "resources server" that creates sandboxes with processes that try to outlive it.
@@ -68,8 +70,16 @@ async def test_nothing_of_a_killed_servers_sandboxes_survives_the_reaper(sandbox
 async def test_live_sandboxes_are_not_reaped_but_expired_ones_are(sandbox_spec):
     mine = await create_sandbox(sandbox_spec)
     # a lease of another live process that expired: a leak
-    other = Lease(sandbox_id="leaked", backend="local", owner="someone-else", owner_pid=1, owner_start=None,
-                  private_dir=str(Path(sandbox_spec.root_dir) / "leaked"), created=time.time() - 10, ttl_s=1)  # fmt: skip
+    other = Lease(
+        sandbox_id="leaked",
+        backend="local",
+        owner="someone-else",
+        owner_pid=1,
+        owner_start=None,
+        private_dir=str(Path(sandbox_spec.root_dir) / "leaked"),
+        created=time.time() - 10,
+        ttl_s=1,
+    )
     write_lease(sandbox_spec.root_dir, other)
     assert await reap_stale(sandbox_spec.root_dir) == ["leaked"]
     assert (await mine.bash("echo alive")).output == "alive\n"
@@ -79,8 +89,15 @@ async def test_live_sandboxes_are_not_reaped_but_expired_ones_are(sandbox_spec):
 async def test_a_reused_pid_is_never_signalled(sandbox_spec):
     victim = subprocess.Popen(["sleep", "30"])
     try:  # the lease names the victim's pid but with another start time: a reused pid
-        lease = Lease(sandbox_id="old", backend="local", owner="dead", owner_pid=1, owner_start=None,
-                      pids={victim.pid: 12345}, private_dir=str(Path(sandbox_spec.root_dir) / "old"))  # fmt: skip
+        lease = Lease(
+            sandbox_id="old",
+            backend="local",
+            owner="dead",
+            owner_pid=1,
+            owner_start=None,
+            pids={victim.pid: 12345},
+            private_dir=str(Path(sandbox_spec.root_dir) / "old"),
+        )
         write_lease(sandbox_spec.root_dir, lease)
         assert await reap_stale(sandbox_spec.root_dir) == ["old"]
         assert victim.poll() is None

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The prorl_local NeMo Gym sandbox provider, driven through NeMo Gym's own API on real sandboxes."""
 
 from __future__ import annotations
@@ -153,8 +155,12 @@ def test_spec_mapping(provider_config):
         )
     )
     assert (ours.workspace, ours.env, ours.start_timeout_s, ours.lease_ttl_s, ours.network) == (
-        "/testbed", {"BASE": "1", "TASK": "x"}, 60, 600, True,
-    )  # fmt: skip
+        "/testbed",
+        {"BASE": "1", "TASK": "x"},
+        60,
+        600,
+        True,
+    )
     assert (ours.limits.memory_bytes, ours.limits.workspace_bytes) == (2048 << 20, 2 << 30)
     assert (ours.limits.cpu_time_s, ours.limits.processes) == (5, 64)  # merged, not replaced
     assert (ours.isolation, ours.backend, ours.command_timeout_s) == ("required", "local", 10)

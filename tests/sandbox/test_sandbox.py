@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 import asyncio
 import os
 import subprocess
@@ -7,15 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from prorl_gym.sandbox.leases import read_leases, write_lease
 from prorl_gym.sandbox import (
     EditError,
     Sandbox,
     SandboxClosedError,
-    SandboxSpec,
     UnknownBackendError,
     create_sandbox,
 )
+from prorl_gym.sandbox.leases import read_leases, write_lease
 
 
 async def test_bash_python_and_files_share_one_workspace(sandbox: Sandbox):
@@ -108,14 +109,20 @@ def test_cli_runs_a_command_and_returns_its_exit_code(sandbox_root):
     env = dict(os.environ, PRORL_SANDBOX_ROOT=sandbox_root)
     run = subprocess.run(
         [sys.executable, "-m", "prorl_gym.sandbox", "exec", "--", "echo hello; exit 3"],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert run.stdout.startswith("hello\n")
     assert run.returncode == 3
     bad = subprocess.run(
         [sys.executable, "-m", "prorl_gym.sandbox", "exec", "--backend", "nope", "--", "true"],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert bad.returncode == 2 and "unknown sandbox backend" in bad.stderr
 
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures of the containment tests: real (bubblewrap) sandboxes under a checked root.
 
 Every test plays the agent: it tries to read or write outside its sandbox, reach the host,
@@ -56,8 +58,12 @@ async def make(module_root):
 
     async def _make(**overrides) -> Sandbox:
         fields = dict(
-            root_dir=module_root, limits=LIMITS, command_timeout_s=10, python_timeout_s=20, start_timeout_s=20,
-        )  # fmt: skip
+            root_dir=module_root,
+            limits=LIMITS,
+            command_timeout_s=10,
+            python_timeout_s=20,
+            start_timeout_s=20,
+        )
         fields.update(overrides)
         sb = await create_sandbox(SandboxSpec(**fields))
         made.append(sb)

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Host-side helpers for the containment tests: limits, /proc inspection, sandbox attribution.
 
 Processes are attributed to a sandbox by its pid namespace (every process of a sandbox
@@ -18,7 +20,6 @@ from pathlib import Path
 
 from prorl_gym.sandbox import Sandbox, SandboxSpec
 from prorl_gym.sandbox.spec import Limits
-
 
 MiB = 1 << 20
 # Small limits keep the exhaustion tests fast and cheap. memory_bytes is an address-space

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Containment of the environment and of privileges.
 
 The server's environment variables (secrets, PYTHONPATH, VIRTUAL_ENV, HOME) must not reach
@@ -16,7 +18,6 @@ import sys
 from pathlib import Path
 
 from tests.security.helpers import SANDBOX_UID, _assert_usable, _cmdline, _procs, _status
-
 
 # =========================================================================== environment
 
@@ -40,15 +41,35 @@ async def test_server_environment_does_not_leak(make, monkeypatch):
         line.split("=", 1) for line in (await sb.bash("env -0 | tr '\\0' '\\n'")).output.splitlines() if "=" in line
     )
     pid1_env = dict(
-        line.split("=", 1) for line in (await sb.bash("tr '\\0' '\\n' < /proc/1/environ")).output.splitlines() if "=" in line
+        line.split("=", 1)
+        for line in (await sb.bash("tr '\\0' '\\n' < /proc/1/environ")).output.splitlines()
+        if "=" in line
     )
     kernel_env = json.loads((await sb.python("import os, json; print(json.dumps(dict(os.environ)))")).output)
     file_shell_env = dict(
         item.split("=", 1) for item in (await sb.read_file("/proc/self/environ")).split("\0") if "=" in item
     )
-    allowed = {"PATH", "HOME", "TMPDIR", "LANG", "TERM", "PAGER", "GIT_PAGER", "PYTHONUNBUFFERED", "PWD", "OLDPWD", "SHLVL", "_"}
+    allowed = {
+        "PATH",
+        "HOME",
+        "TMPDIR",
+        "LANG",
+        "TERM",
+        "PAGER",
+        "GIT_PAGER",
+        "PYTHONUNBUFFERED",
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "_",
+    }
     server_bin = str(Path(sys.executable).parent)
-    for where, env in (("bash", bash_env), ("pid 1", pid1_env), ("kernel", kernel_env), ("file shell", file_shell_env)):
+    for where, env in (
+        ("bash", bash_env),
+        ("pid 1", pid1_env),
+        ("kernel", kernel_env),
+        ("file shell", file_shell_env),
+    ):
         assert env, where
         leaked = (set(env) & set(os.environ)) - allowed
         assert not leaked, f"{where}: server variables leaked: {sorted(leaked)}"
@@ -73,7 +94,10 @@ async def test_sandbox_processes_are_unprivileged_on_the_host(make):
     assert inside.output.split()[0] != "0" and inside.output.endswith("NoNewPrivs:\t1\n"), inside.output
     pids = _procs(sb)
     cmds = {pid: _cmdline(pid) for pid in pids}
-    assert sum("ipykernel" in cmd for cmd in cmds.values()) == 1 and sum("bash --noprofile" in cmd for cmd in cmds.values()) == 2, cmds
+    assert (
+        sum("ipykernel" in cmd for cmd in cmds.values()) == 1
+        and sum("bash --noprofile" in cmd for cmd in cmds.values()) == 2
+    ), cmds
     for pid in pids:
         status = _status(pid)
         if not status:
@@ -100,7 +124,9 @@ async def test_setuid_binaries_and_mount_give_no_root(make):
     lines = result.output.splitlines()
     assert lines[0] == "-rwsr-xr-x", result.output  # the setuid bit is there; it just does nothing
     assert "uid=0" not in result.output, result.output
-    assert "You may not view or modify password information for root" in result.output, result.output  # passwd ran unprivileged
+    assert "You may not view or modify password information for root" in result.output, (
+        result.output
+    )  # passwd ran unprivileged
     assert not re.search(r"^su_rc=0$", result.output, re.M) and not re.search(r"^mount_rc=0$", result.output, re.M)
     assert re.search(r"^(PermissionError|OSError): \[Errno (1|22)\]", result.output, re.M), result.output
     assert lines[-2] == str(SANDBOX_UID) and "0" not in lines[-1].split(), result.output

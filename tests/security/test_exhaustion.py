@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Containment of resource exhaustion: processes, memory, disk, output and CPU.
 
 A fork bomb and a foreground fork loop (the process limit, other sandboxes unaffected), a
@@ -89,7 +91,7 @@ async def test_memory_hog_gets_memory_error(make):
     assert "MemoryError" in result.output and result.output.endswith("rc=1\n"), result.output
     result = await sb.bash(
         "python3 -c '\nchunks = []\ntry:\n    while True: chunks.append(bytearray(64 << 20))\n"
-        "except MemoryError:\n    print(\"MemoryError after\", len(chunks) * 64, \"MiB\")'"
+        'except MemoryError:\n    print("MemoryError after", len(chunks) * 64, "MiB")\''
     )
     match = re.search(r"MemoryError after (\d+) MiB", result.output)
     assert match and int(match.group(1)) < LIMITS.memory_bytes // MiB, result.output
@@ -112,13 +114,19 @@ def _fill(directory: str) -> str:
 
 async def test_disk_fill_workspace_tmp_and_shm_gives_no_space_left(make):
     sb = await make()
-    for directory, size in (("/workspace", LIMITS.workspace_bytes), ("/tmp", LIMITS.tmp_bytes), ("/dev/shm", 64 * MiB)):
+    for directory, size in (
+        ("/workspace", LIMITS.workspace_bytes),
+        ("/tmp", LIMITS.tmp_bytes),
+        ("/dev/shm", 64 * MiB),
+    ):
         result = await sb.bash(_fill(directory))
         assert "No space left on device" in result.output, result.output
         used = int(re.search(rf"used={directory}:(\d+)", result.output).group(1))
         assert used <= size, result.output
         assert _disk_usage(sb.placement.private_dir) < MiB, "sandbox data landed on the host disk"
-        assert (await sb.bash(f"rm -f {directory}/fill*; echo ok > {directory}/ok && cat {directory}/ok")).output == "ok\n"
+        assert (
+            await sb.bash(f"rm -f {directory}/fill*; echo ok > {directory}/ok && cat {directory}/ok")
+        ).output == "ok\n"
     await _assert_usable(sb)
 
 
@@ -134,8 +142,12 @@ async def test_file_larger_than_limit_is_stopped_at_the_limit(make):
     assert result.output.count("rc=153\n") == 2 and f"size={LIMITS.file_size_bytes}\n" in result.output, result.output
     py = await sb.python("open('/tmp/big', 'wb').write(b'\\0' * (20 << 20))")
     assert py.error and f"[Errno {errno.EFBIG}] File too large" in py.error["evalue"] and not py.kernel_restarted, py
-    result = await sb.bash("python3 -c \"open('/tmp/big2', 'wb').write(b'0' * (20 << 20))\" 2>&1 | tail -1; stat -c size=%s /tmp/big2")
-    assert result.output == f"OSError: [Errno {errno.EFBIG}] File too large\nsize={LIMITS.file_size_bytes}\n", result.output
+    result = await sb.bash(
+        "python3 -c \"open('/tmp/big2', 'wb').write(b'0' * (20 << 20))\" 2>&1 | tail -1; stat -c size=%s /tmp/big2"
+    )
+    assert result.output == f"OSError: [Errno {errno.EFBIG}] File too large\nsize={LIMITS.file_size_bytes}\n", (
+        result.output
+    )
     assert (await sb.python("print('kernel ok')")).output == "kernel ok\n"
     await _assert_usable(sb)
 
@@ -176,7 +188,9 @@ async def test_disk_fill_through_nested_namespace_tmpfs_is_bounded(make):
     )
     match = re.search(r"used=/workspace:(\d+)", result.output)
     written = int(match.group(1)) if match else 0
-    assert written <= LIMITS.workspace_bytes, f"wrote {written // MiB} MiB into a private tmpfs: {result.output[-300:]!r}"
+    assert written <= LIMITS.workspace_bytes, (
+        f"wrote {written // MiB} MiB into a private tmpfs: {result.output[-300:]!r}"
+    )
     await _assert_usable(sb)
 
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Containment of the filesystem: reading and writing outside the sandbox.
 
 Reading: the project checkout, a secret planted in the host's /tmp, another sandbox's
@@ -48,7 +50,9 @@ async def test_read_project_checkout_fails(make):
     assert result.output.count("No such file or directory") == 4, result.output
     listing = result.output.split("listing:\n", 1)[1].split()
     assert set(listing) <= {".venvs", ".venv"}, f"project files visible inside: {listing}"
-    py = await sb.python(f"import os; print(os.path.exists({repo + '/pyproject.toml'!r})); open({repo + '/pyproject.toml'!r})")
+    py = await sb.python(
+        f"import os; print(os.path.exists({repo + '/pyproject.toml'!r})); open({repo + '/pyproject.toml'!r})"
+    )
     assert py.output.startswith("False\n") and py.error["ename"] == "FileNotFoundError", py
     with pytest.raises(SandboxFileNotFound):
         await sb.read_file(f"{repo}/pyproject.toml")
@@ -83,11 +87,14 @@ async def test_read_secret_planted_in_host_tmp_fails(make):
 async def test_read_other_sandbox_workspace_fails(make):
     a, b = await make(), await make()
     token = secrets.token_hex(8)
-    await a.bash(f"echo SECRET-{token} > /workspace/secret.txt; cp /workspace/secret.txt /tmp/secret.txt; cd /workspace")
+    await a.bash(
+        f"echo SECRET-{token} > /workspace/secret.txt; cp /workspace/secret.txt /tmp/secret.txt; cd /workspace"
+    )
     a_pids = _procs(a) + [a.placement.holder_pid, a.placement.init_pid]
     assert len(a_pids) >= 4
     probes = " ".join(
-        f"/proc/{pid}/root/workspace/secret.txt /proc/{pid}/root/tmp/secret.txt /proc/{pid}/cwd/secret.txt" for pid in a_pids
+        f"/proc/{pid}/root/workspace/secret.txt /proc/{pid}/root/tmp/secret.txt /proc/{pid}/cwd/secret.txt"
+        for pid in a_pids
     )
     result = await b.bash(
         f"cat /workspace/secret.txt /tmp/secret.txt {probes} 2>&1 | sort | uniq -c | head -5; "
@@ -108,7 +115,9 @@ async def test_read_other_sandbox_workspace_fails(make):
 
 async def test_read_home_directories_and_shadow_fails(make):
     sb = await make()
-    result = await sb.bash("ls -A /root /home; cat /etc/shadow /etc/gshadow /etc/sudoers /root/.bashrc; echo HOME=$HOME")
+    result = await sb.bash(
+        "ls -A /root /home; cat /etc/shadow /etc/gshadow /etc/sudoers /root/.bashrc; echo HOME=$HOME"
+    )
     assert result.output.count("No such file or directory") == 6, result.output
     assert not re.search(r"^root:", result.output, re.M), result.output
     assert result.output.endswith("HOME=/workspace\n"), result.output
@@ -126,10 +135,19 @@ async def test_write_system_dirs_and_sandbox_venv_fails(make):
     venv = Path(sb.placement.python).parent.parent
     site = next(venv.glob("lib/python3*/site-packages"))
     must_fail = [
-        f"/usr/prorl-sec-{token}", "/usr/bin/env", f"/usr/local/bin/prorl-sec-{token}", f"/bin/prorl-sec-{token}",
-        f"/lib/prorl-sec-{token}", "/etc/passwd", "/etc/hosts", "/etc/nsswitch.conf",
-        f"{venv}/prorl-sec-{token}", f"{venv}/pyvenv.cfg", f"{site}/sitecustomize.py", f"{site}/prorl-sec-{token}.pth",
-    ]  # fmt: skip
+        f"/usr/prorl-sec-{token}",
+        "/usr/bin/env",
+        f"/usr/local/bin/prorl-sec-{token}",
+        f"/bin/prorl-sec-{token}",
+        f"/lib/prorl-sec-{token}",
+        "/etc/passwd",
+        "/etc/hosts",
+        "/etc/nsswitch.conf",
+        f"{venv}/prorl-sec-{token}",
+        f"{venv}/pyvenv.cfg",
+        f"{site}/sitecustomize.py",
+        f"{site}/prorl-sec-{token}.pth",
+    ]
     # Inside these land on the sandbox's own root tmpfs (the host must still be untouched).
     inside_only = [f"/etc/prorl-sec-{token}", "/etc/ld.so.preload", f"{REPO_ROOT}/pyproject.toml"]
     watched = [Path(p) for p in ("/usr/bin/env", "/etc/hosts", "/etc/nsswitch.conf", f"{venv}/pyvenv.cfg")]
@@ -137,11 +155,15 @@ async def test_write_system_dirs_and_sandbox_venv_fails(make):
     before = {p: _sha(p) for p in watched if p.exists()}
     absent = [p for p in must_fail + inside_only if not Path(p).exists()]
 
-    lines = ['try_write() { if ( echo pwned >> "$1" ) 2>/tmp/.err; then echo "WROTE $1"; else echo "FAILED $1 :: $(cat /tmp/.err)"; fi; }']
+    lines = [
+        'try_write() { if ( echo pwned >> "$1" ) 2>/tmp/.err; then echo "WROTE $1"; else echo "FAILED $1 :: $(cat /tmp/.err)"; fi; }'
+    ]
     lines += [f"try_write {p}" for p in must_fail + inside_only]
     lines += ["rm -f /usr/bin/env; chmod 777 /usr/bin; mv /etc/hosts /etc/hosts.bak; true"]
     result = await sb.bash("\n".join(lines))
-    report = {line.split(" ", 2)[1]: line for line in result.output.splitlines() if line.startswith(("WROTE", "FAILED"))}
+    report = {
+        line.split(" ", 2)[1]: line for line in result.output.splitlines() if line.startswith(("WROTE", "FAILED"))
+    }
     for path in must_fail:
         assert report[path].startswith("FAILED"), report[path]
         assert "Read-only file system" in report[path] or "Permission denied" in report[path], report[path]
@@ -200,5 +222,7 @@ async def test_agent_cannot_plant_links_where_the_server_writes_or_connects(make
     await sb.python("import os; os._exit(1)")
     py = await sb.python("import os; os.write(2, b'INJECTED-BY-SANDBOX\\n'); print('ok')")
     assert "ok\n" in py.output, py
-    assert host_victim.read_text() == "ORIGINAL\n", f"host file written by the server: {host_victim.read_text()[:200]!r}"
+    assert host_victim.read_text() == "ORIGINAL\n", (
+        f"host file written by the server: {host_victim.read_text()[:200]!r}"
+    )
     await _assert_usable(sb)

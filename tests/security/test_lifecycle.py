@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Containment over a sandbox's lifecycle: nothing of it may outlive close() or a failed start.
 
 Background, detached (setsid, nohup, double fork) and signal-ignoring processes must die at
@@ -28,7 +30,6 @@ from tests.security.helpers import (
     _sandbox_procs,
     _wait_until,
 )
-
 
 # =========================================================================== leftovers at close
 
@@ -95,7 +96,9 @@ async def test_failed_start_leaves_no_sandbox_running(module_root):
         failed += not await start(shortest * (0.3 + 0.7 * i / 40))
     await asyncio.sleep(0.5)
     left = {
-        pid: _cmdline(pid)[:60] for pid in _pids() if _runs_code(pid) and (_mounts_mention(pid, root) or root in _cmdline(pid))
+        pid: _cmdline(pid)[:60]
+        for pid in _pids()
+        if _runs_code(pid) and (_mounts_mention(pid, root) or root in _cmdline(pid))
     }
     for pid in left:  # ours: clean up before failing
         os.kill(pid, signal.SIGKILL)
@@ -149,9 +152,15 @@ async def test_close_leaves_nothing_for_the_hosts_init_to_reap(module_root):
     it. Where PID 1 is the server itself (a container without an init), nobody ever does:
     every closed sandbox leaves a stuck pid 1 and zombies behind."""
     run = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", SUBREAPER_SERVER, module_root, LIMITS.model_dump_json(),
-        cwd=str(REPO_ROOT), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-c",
+        SUBREAPER_SERVER,
+        module_root,
+        LIMITS.model_dump_json(),
+        cwd=str(REPO_ROOT),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(run.communicate(), 60)
     assert run.returncode == 0, err.decode()[-2000:]
     report = json.loads(out.decode().strip().splitlines()[-1])

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Containment of the network: reaching the host or the outside world from a sandbox.
 
 A TCP listener on the host's loopback and an abstract unix socket (which lives in the
@@ -12,7 +14,6 @@ import socket
 import pytest
 
 from tests.security.helpers import _assert_usable
-
 
 # =========================================================================== network
 
@@ -65,6 +66,8 @@ async def test_no_network_interfaces_routes_or_dns(make):
     assert lines[0] == "lo" and lines[1] == "routes=0", result.output
     assert "dns_rc=2" in lines and "No such file or directory" in result.output, result.output
     assert result.output.count("Network is unreachable") >= 2, result.output
-    py = await sb.python("import socket\ntry:\n    socket.getaddrinfo('example.com', 80)\nexcept OSError as e:\n    print(type(e).__name__)")
+    py = await sb.python(
+        "import socket\ntry:\n    socket.getaddrinfo('example.com', 80)\nexcept OSError as e:\n    print(type(e).__name__)"
+    )
     assert py.output == "gaierror\n", py
     await _assert_usable(sb)

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Containment of signals: killing processes outside the sandbox.
 
 `kill -9 -1` (bash builtin, /bin/kill, from the kernel) and `kill -9 PID` with host pids

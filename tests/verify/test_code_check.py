@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The code verifier: extraction, and tests run in real eval sandboxes against honest,
 wrong and hostile solutions. A hostile solution must score 0 with a reason, never 1.0 and
 never an eval error; only a failure of the machinery itself is an error."""
@@ -11,19 +13,34 @@ from pydantic import TypeAdapter, ValidationError
 
 from prorl_gym.sandbox import SandboxError, SandboxSpec
 from prorl_gym.verify.code_check import CodeLimits, CodeTests, extract_code, find_record, run_tests
-from prorl_gym.verify.pool import VerifierError
 from prorl_gym.verify.code_harness.wire import Unsupported, decode, encode
+from prorl_gym.verify.pool import VerifierError
 
 TESTS = TypeAdapter(CodeTests)
 FAST = CodeLimits(per_test_timeout_s=2, total_timeout_s=20)
 SECRET = "SECRET-7b1e0c"
 
-SQUARE = TESTS.validate_python({"kind": "stdio", "cases": [
-    {"input": "3\n", "output": "9\n"}, {"input": "12\n", "output": "144\n"}, {"input": "-4", "output": "16"},
-]})  # fmt: skip
-ADD = TESTS.validate_python({"kind": "functional", "entry_point": "add", "asserts": [
-    "assert candidate(1, 2) == 3", "assert add(2.5, 0.5) == 3.0", f"assert candidate('{SECRET}', '!') == '{SECRET}!'",
-]})  # fmt: skip
+SQUARE = TESTS.validate_python(
+    {
+        "kind": "stdio",
+        "cases": [
+            {"input": "3\n", "output": "9\n"},
+            {"input": "12\n", "output": "144\n"},
+            {"input": "-4", "output": "16"},
+        ],
+    }
+)
+ADD = TESTS.validate_python(
+    {
+        "kind": "functional",
+        "entry_point": "add",
+        "asserts": [
+            "assert candidate(1, 2) == 3",
+            "assert add(2.5, 0.5) == 3.0",
+            f"assert candidate('{SECRET}', '!') == '{SECRET}!'",
+        ],
+    }
+)
 GOOD_ADD = "def add(a, b):\n    return a + b\n"
 
 
@@ -128,18 +145,27 @@ async def test_stdio_comparison_ignores_trailing_whitespace_and_tiny_float_error
 
 
 async def test_check_code_with_a_helper_from_the_prelude_and_expected_exceptions(base):
-    tests = TESTS.validate_python({
-        "kind": "functional", "entry_point": "safe_div", "prelude": "def helper(x):\n    return x * 2\n",
-        "code": "def check(candidate):\n    assert candidate(helper(3), 2) == 3\n    try:\n        candidate(1, 0)\n"
-                "    except ZeroDivisionError:\n        pass\n    else:\n        assert False\n",
-    })  # fmt: skip
+    tests = TESTS.validate_python(
+        {
+            "kind": "functional",
+            "entry_point": "safe_div",
+            "prelude": "def helper(x):\n    return x * 2\n",
+            "code": "def check(candidate):\n    assert candidate(helper(3), 2) == 3\n    try:\n        candidate(1, 0)\n"
+            "    except ZeroDivisionError:\n        pass\n    else:\n        assert False\n",
+        }
+    )
     assert (await run("def safe_div(a, b):\n    return a // b\n", tests, base))["reward"] == 1.0
     assert (await run("def safe_div(a, b):\n    return a // b if b else 0\n", tests, base))["reward"] == 0.0
 
 
 async def test_a_leetcode_method_gets_a_fresh_instance_per_call(base):
-    tests = TESTS.validate_python({"kind": "functional", "entry_point": "Solution().count",
-                                   "asserts": ["assert candidate() == 1", "assert candidate() == 1"]})  # fmt: skip
+    tests = TESTS.validate_python(
+        {
+            "kind": "functional",
+            "entry_point": "Solution().count",
+            "asserts": ["assert candidate() == 1", "assert candidate() == 1"],
+        }
+    )
     solution = (
         "class Solution:\n    def __init__(self):\n        self.n = 0\n"
         "    def count(self):\n        self.n += 1\n        return self.n\n"
@@ -163,9 +189,18 @@ async def test_a_leetcode_method_gets_a_fresh_instance_per_call(base):
         "class Eq:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return Eq()\n",
         "class Eq(str):\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return Eq('x')\n",
     ],
-    ids=["sys.exit", "os._exit", "SystemExit-in-call", "os._exit-in-call", "prints-OK", "kills-runner",
-         "stops-runner", "always-equal", "always-equal-str"],
-)  # fmt: skip
+    ids=[
+        "sys.exit",
+        "os._exit",
+        "SystemExit-in-call",
+        "os._exit-in-call",
+        "prints-OK",
+        "kills-runner",
+        "stops-runner",
+        "always-equal",
+        "always-equal-str",
+    ],
+)
 async def test_early_exits_and_fake_passes_score_zero(base, solution):
     result = await run(solution, ADD, base)
     assert result["reward"] == 0.0 and result["tests_passed"] == 0 and result["reason"]
@@ -187,7 +222,7 @@ async def test_a_forged_result_record_is_ignored(base):
         " 'harness_error': None})\ndef add(a, b):\n    for pid in os.listdir('/proc'):\n        try:\n"
         "            with open(f'/proc/{pid}/fd/1', 'w') as tty:\n                tty.write('\\n' + RECORD + '\\n')\n"
         "        except OSError:\n            pass\n    print(RECORD)\n    return None\n"
-    )  # fmt: skip
+    )
     result = await run(forge, ADD, base)
     assert result["reward"] == 0.0 and result["tests_passed"] == 0
 
@@ -205,7 +240,7 @@ async def test_the_tests_cannot_be_read_from_disk_or_memory(base):
         "            try:\n                with open(f'/proc/{pid}/{part}', 'rb') as f:\n"
         "                    if part != 'mem' and needle.encode() in f.read():\n                        found.append(pid)\n"
         "            except OSError:\n                pass\n    return needle + '!' if found else a + b\n"
-    )  # fmt: skip
+    )
     result = await run(scan, ADD, base, CodeLimits(per_test_timeout_s=30, total_timeout_s=90))
     assert result["tests_passed"] == 3, result  # found nothing, so it answered honestly
 
@@ -229,19 +264,27 @@ async def test_fork_bombs_are_contained_and_the_next_test_runs(base):
         "import os\ncalls = 0\ndef add(a, b):\n    global calls\n    calls += 1\n    if calls == 1:\n        if os.fork() == 0:\n"
         "            os.setsid()\n            while True:\n                try:\n                    os.fork()\n"
         "                except OSError:\n                    pass\n    return a + b\n"
-    )  # fmt: skip
+    )
     result = await run(bomb, ADD, base)
     assert result["reward"] == 1.0, result  # the bomb was killed after the first test; the others ran
-    inline = await run("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", SQUARE, base,
-                       CodeLimits(per_test_timeout_s=1, max_timeouts=5))  # fmt: skip
+    inline = await run(
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+        SQUARE,
+        base,
+        CodeLimits(per_test_timeout_s=1, max_timeouts=5),
+    )
     assert inline["reward"] == 0.0 and inline["test_statuses"] == {"timeout": 3}
 
 
 async def test_floods_and_memory_hogs_fail_their_tests(base):
     flood = await run("while True:\n    print('x' * 65536)\n", SQUARE, base)
     assert flood["test_statuses"] == {"output_limit": 3}
-    silent_flood = await run("import sys\ndef add(a, b):\n    for _ in range(2000):\n        print('y' * 65536)\n"
-                             "        sys.stderr.write('z' * 65536)\n    return a + b\n", ADD, base)  # fmt: skip
+    silent_flood = await run(
+        "import sys\ndef add(a, b):\n    for _ in range(2000):\n        print('y' * 65536)\n"
+        "        sys.stderr.write('z' * 65536)\n    return a + b\n",
+        ADD,
+        base,
+    )
     assert silent_flood["reward"] == 1.0  # a function's prints go nowhere and cost nothing but time
     hog = await run("x = bytearray(4 << 30)\n", SQUARE, base, CodeLimits(memory_mb=256))
     assert hog["test_statuses"] == {"memory": 3}
@@ -257,14 +300,17 @@ async def test_a_solution_that_does_not_load_fails_every_test_once(base):
 
 async def test_no_sandbox_is_an_error_not_a_score(base):
     broken = SandboxSpec.model_validate(
-        base.model_dump() | {"backend": "apptainer", "apptainer": {"binary": "/nonexistent/apptainer"}, "image": "x.sif"}
+        base.model_dump()
+        | {"backend": "apptainer", "apptainer": {"binary": "/nonexistent/apptainer"}, "image": "x.sif"}
     )
     with pytest.raises(SandboxError):
         await run(GOOD_ADD, ADD, broken)
 
 
 async def test_tests_the_harness_cannot_run_are_an_error_not_a_score(base):
-    tests = TESTS.validate_python({"kind": "functional", "entry_point": "f", "asserts": ["assert candidate(lambda: 1) == 1"]})
+    tests = TESTS.validate_python(
+        {"kind": "functional", "entry_point": "f", "asserts": ["assert candidate(lambda: 1) == 1"]}
+    )
     with pytest.raises(VerifierError, match="cannot send"):
         await run("def f(g):\n    return g()\n", tests, base)
     broken = TESTS.validate_python(

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -25,16 +27,37 @@ def score(answer, spec):
 @pytest.mark.parametrize(
     "answer,spec",
     [
-        ("9.81 m/s^2", G), ("9.8 m s^-2", G), ("9.81\\,\\mathrm{m\\,s^{-2}}", G), ("981 cm/s^2", G),
-        ("g = 9.81 m/s²", G), ("9.81 \\frac{m}{s^{2}}", G), ("0.00981 km/s^2", G), ("9.81 m·s⁻²", G),
-        ("55.5 kJ/mol", ENERGY), ("5.55 \\times 10^{4} J/mol", ENERGY), ("13.26 kcal/mol", ENERGY), ("5.55e4 J mol^-1", ENERGY),
-        ("23.5 °C", CELSIUS), ("23.5^\\circ C", CELSIUS), ("296.65 K", CELSIUS), ("74.3 °F", CELSIUS), ("23.5 C", CELSIUS),
-        ("6.0 K", WARMING), ("6 °C", WARMING), ("10.8 °F", WARMING),
-        ("29.83%", PERCENT), ("29.83 \\%", PERCENT), ("29.83", PERCENT),
-        ("512000", COUNT), ("5.12 \\times 10^5", COUNT), ("512,000", COUNT), ("512000 cells", COUNT),
-        ("2.60", PH), ("pH = 2.61", PH),
+        ("9.81 m/s^2", G),
+        ("9.8 m s^-2", G),
+        ("9.81\\,\\mathrm{m\\,s^{-2}}", G),
+        ("981 cm/s^2", G),
+        ("g = 9.81 m/s²", G),
+        ("9.81 \\frac{m}{s^{2}}", G),
+        ("0.00981 km/s^2", G),
+        ("9.81 m·s⁻²", G),
+        ("55.5 kJ/mol", ENERGY),
+        ("5.55 \\times 10^{4} J/mol", ENERGY),
+        ("13.26 kcal/mol", ENERGY),
+        ("5.55e4 J mol^-1", ENERGY),
+        ("23.5 °C", CELSIUS),
+        ("23.5^\\circ C", CELSIUS),
+        ("296.65 K", CELSIUS),
+        ("74.3 °F", CELSIUS),
+        ("23.5 C", CELSIUS),
+        ("6.0 K", WARMING),
+        ("6 °C", WARMING),
+        ("10.8 °F", WARMING),
+        ("29.83%", PERCENT),
+        ("29.83 \\%", PERCENT),
+        ("29.83", PERCENT),
+        ("512000", COUNT),
+        ("5.12 \\times 10^5", COUNT),
+        ("512,000", COUNT),
+        ("512000 cells", COUNT),
+        ("2.60", PH),
+        ("pH = 2.61", PH),
     ],
-)  # fmt: skip
+)
 def test_equivalent_numeric_answers_are_correct(answer, spec):
     result = score(answer, spec)
     assert result["correct"] and result["problem"] is None, result
@@ -57,11 +80,13 @@ def test_equivalent_numeric_answers_are_correct(answer, spec):
         ("23.5", CELSIUS, "missing_unit"),
         ("0.2983", PERCENT, None),  # a bare number is read in the spec's unit (%)
         ("512000 m", COUNT, "wrong_dimension"),
-        ("", G, "not_a_number"), ("about nine", G, "not_a_number"), ("inf m/s^2", G, "not_a_number"),
+        ("", G, "not_a_number"),
+        ("about nine", G, "not_a_number"),
+        ("inf m/s^2", G, "not_a_number"),
         ("9" * 300 + " m/s^2", G, "answer_too_long"),
         ("1e999 m/s^2", G, "not_a_number"),
     ],
-)  # fmt: skip
+)
 def test_wrong_numeric_answers_score_zero(answer, spec, problem):
     result = score(answer, spec)
     assert result["correct"] is False and result["score"] == 0.0 and result["problem"] == problem, result
@@ -81,15 +106,28 @@ def test_numbers_are_parsed_without_evaluation():
 @pytest.mark.parametrize(
     "answer,letter,problem",
     [
-        ("B", "B", None), ("(B)", "B", None), ("b", "B", None), ("B.", "B", None), ("\\text{B}", "B", None),
-        ("\\textbf{(B)}", "B", None), ("Option B", "B", None), ("The answer is B", "B", None),
-        ("B) The total momentum", "B", None), ("(B) momentum is conserved", "B", None),
+        ("B", "B", None),
+        ("(B)", "B", None),
+        ("b", "B", None),
+        ("B.", "B", None),
+        ("\\text{B}", "B", None),
+        ("\\textbf{(B)}", "B", None),
+        ("Option B", "B", None),
+        ("The answer is B", "B", None),
+        ("B) The total momentum", "B", None),
+        ("(B) momentum is conserved", "B", None),
         ("A", "A", None),
-        ("A, B", None, "multiple_choices"), ("A or B", None, "multiple_choices"), ("(A) and (C)", None, "multiple_choices"),
-        ("B) not (C)", None, "multiple_choices"), ("BD", None, "no_choice_letter"), ("E", None, "not_an_option"),
-        ("momentum", None, "no_choice_letter"), ("", None, "no_choice_letter"), ("B" * 500, None, "answer_too_long"),
+        ("A, B", None, "multiple_choices"),
+        ("A or B", None, "multiple_choices"),
+        ("(A) and (C)", None, "multiple_choices"),
+        ("B) not (C)", None, "multiple_choices"),
+        ("BD", None, "no_choice_letter"),
+        ("E", None, "not_an_option"),
+        ("momentum", None, "no_choice_letter"),
+        ("", None, "no_choice_letter"),
+        ("B" * 500, None, "answer_too_long"),
     ],
-)  # fmt: skip
+)
 def test_choice_letters(answer, letter, problem):
     assert extract_choice(answer, CHOICE.options) == (letter, problem)
     assert score(answer, CHOICE)["correct"] is (letter == "B")
@@ -98,15 +136,25 @@ def test_choice_letters(answer, letter, problem):
 @pytest.mark.parametrize(
     "answer,expression,correct",
     [
-        ("x^2+1", "x**2+1", True), ("x**2 + 1", "x**2+1", True), ("(x+1)^2 - 2x", "x**2+1", True), ("x^2+2", "x**2+1", False),
-        ("2\\pi\\sqrt{m/k}", "2*pi*sqrt(m/k)", True), ("2*pi*sqrt(m/k)", "2*pi*sqrt(m/k)", True),
-        ("2\\pi\\sqrt{k/m}", "2*pi*sqrt(m/k)", False), ("log(2)/k", "\\frac{\\ln 2}{k}", True),
-        ("\\sqrt{2GM/R}", "\\sqrt{\\frac{2GM}{R}}", True), ("v = \\sqrt{2GM/R}", "\\sqrt{\\frac{2GM}{R}}", True),
-        ("(2GM/R)**(1/2)", "\\sqrt{\\frac{2GM}{R}}", True), ("\\sqrt{GM/R}", "\\sqrt{\\frac{2GM}{R}}", False),
-        ("\\frac{PL^3}{48EI}", "\\frac{P L^{3}}{48 E I}", True), ("\\frac{PL^3}{3EI}", "\\frac{P L^{3}}{48 E I}", False),
-        ("A_0 \\exp(-kt)", "A_0 e^{-k t}", True), ("A_0 e^{kt}", "A_0 e^{-k t}", False), ("", "x**2+1", False),
+        ("x^2+1", "x**2+1", True),
+        ("x**2 + 1", "x**2+1", True),
+        ("(x+1)^2 - 2x", "x**2+1", True),
+        ("x^2+2", "x**2+1", False),
+        ("2\\pi\\sqrt{m/k}", "2*pi*sqrt(m/k)", True),
+        ("2*pi*sqrt(m/k)", "2*pi*sqrt(m/k)", True),
+        ("2\\pi\\sqrt{k/m}", "2*pi*sqrt(m/k)", False),
+        ("log(2)/k", "\\frac{\\ln 2}{k}", True),
+        ("\\sqrt{2GM/R}", "\\sqrt{\\frac{2GM}{R}}", True),
+        ("v = \\sqrt{2GM/R}", "\\sqrt{\\frac{2GM}{R}}", True),
+        ("(2GM/R)**(1/2)", "\\sqrt{\\frac{2GM}{R}}", True),
+        ("\\sqrt{GM/R}", "\\sqrt{\\frac{2GM}{R}}", False),
+        ("\\frac{PL^3}{48EI}", "\\frac{P L^{3}}{48 E I}", True),
+        ("\\frac{PL^3}{3EI}", "\\frac{P L^{3}}{48 E I}", False),
+        ("A_0 \\exp(-kt)", "A_0 e^{-k t}", True),
+        ("A_0 e^{kt}", "A_0 e^{-k t}", False),
+        ("", "x**2+1", False),
     ],
-)  # fmt: skip
+)
 def test_symbolic_answers_through_math_verify(answer, expression, correct):
     spec = parse_spec({"kind": "symbolic", "expression": expression})
     result = check_math(symbolic_answer(answer), symbolic_gold(spec.expression), {"kind": "math_verify"})
@@ -123,16 +171,27 @@ def test_python_syntax_becomes_latex():
 @pytest.mark.parametrize(
     "raw",
     [
-        None, "B", {}, {"kind": "essay"},
-        {"kind": "numeric"}, {"kind": "numeric", "value": "abc"}, {"kind": "numeric", "value": float("nan")},
-        {"kind": "numeric", "value": 0}, {"kind": "numeric", "value": 1, "rel_tol": 0},  # no usable tolerance
-        {"kind": "numeric", "value": 1, "rel_tol": 1.5}, {"kind": "numeric", "value": 1, "tolerance": 0.1},
-        {"kind": "numeric", "value": 1, "unit": "furlongs_per_blob"}, {"kind": "numeric", "value": 20, "unit": "degC"},
-        {"kind": "choice", "correct": "E", "options": ["A", "B"]}, {"kind": "choice", "correct": "A", "options": ["A", "A"]},
-        {"kind": "choice", "correct": "A", "options": ["A"]}, {"kind": "choice", "correct": "a", "options": ["a", "b"]},
-        {"kind": "symbolic", "expression": ""}, {"kind": "symbolic", "expression": "\\frac{1}{x"},
+        None,
+        "B",
+        {},
+        {"kind": "essay"},
+        {"kind": "numeric"},
+        {"kind": "numeric", "value": "abc"},
+        {"kind": "numeric", "value": float("nan")},
+        {"kind": "numeric", "value": 0},
+        {"kind": "numeric", "value": 1, "rel_tol": 0},  # no usable tolerance
+        {"kind": "numeric", "value": 1, "rel_tol": 1.5},
+        {"kind": "numeric", "value": 1, "tolerance": 0.1},
+        {"kind": "numeric", "value": 1, "unit": "furlongs_per_blob"},
+        {"kind": "numeric", "value": 20, "unit": "degC"},
+        {"kind": "choice", "correct": "E", "options": ["A", "B"]},
+        {"kind": "choice", "correct": "A", "options": ["A", "A"]},
+        {"kind": "choice", "correct": "A", "options": ["A"]},
+        {"kind": "choice", "correct": "a", "options": ["a", "b"]},
+        {"kind": "symbolic", "expression": ""},
+        {"kind": "symbolic", "expression": "\\frac{1}{x"},
     ],
-)  # fmt: skip
+)
 def test_a_malformed_spec_is_an_error_not_a_score(raw):
     with pytest.raises(AnswerSpecError) as error:
         parse_spec(raw)

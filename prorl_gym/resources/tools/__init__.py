@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The tools a policy can call, by name. A resources server lists the ones it offers."""
 
 from prorl_gym.resources.tools.base import Tool, ToolArgs, ToolResult

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """What every tool is: its arguments (validated), its schema, its handler, its result.
 
 `content` is what the policy reads; `metadata` is structured detail for analysis (exit
@@ -37,4 +39,10 @@ class Tool:
         params.pop("title", None)
         for prop in params.get("properties", {}).values():
             prop.pop("title", None)
-        return {"type": "function", "name": self.name, "description": self.description, "parameters": params, "strict": True}
+        return {
+            "type": "function",
+            "name": self.name,
+            "description": self.description,
+            "parameters": params,
+            "strict": True,
+        }

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The file editor tool: view, create, str_replace, insert, undo_edit (SWE-agent style).
 
 Every operation goes through the sandbox's own file API (so it works on any backend and
@@ -29,7 +31,9 @@ class EditorArgs(ToolArgs):
     file_text: str | None = Field(default=None, description="create: the file's content.")
     old_str: str | None = Field(default=None, description="str_replace: the exact text to replace (must be unique).")
     new_str: str | None = Field(default=None, description="str_replace: the replacement; insert: the text to insert.")
-    insert_line: int | None = Field(default=None, description="insert: the line after which to insert (0: at the top).")
+    insert_line: int | None = Field(
+        default=None, description="insert: the line after which to insert (0: at the top)."
+    )
     view_range: list[int] | None = Field(default=None, description="view: [first, last] line, 1-based; last -1 = end.")
 
 

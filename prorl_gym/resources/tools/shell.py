@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The shell tools: `bash` (persistent pty shell) and `python` (persistent IPython kernel)."""
 
 from __future__ import annotations

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """`submit`: the policy says it is done. The agent ends the rollout on it (finish_tools);
 what is scored is the sandbox's state (e.g. the repository's diff), not the call."""
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The `apptainer` backend: sandboxes as Apptainer (or SingularityCE) instances, for HPC.
 
 The shape of bwrap.py: one long-lived instance per sandbox holds the namespaces (its pid 1
@@ -54,9 +56,16 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")  # Apptainer's instance names: ^[a-zA-Z
 FORWARD = ("PS1", "PS2")
 # Of the server's environment, only what the apptainer binary itself needs: no APPTAINER_BIND or
 # APPTAINERENV_* a module file may set (they would add binds or variables to every sandbox).
-HOST_KEYS = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "TMPDIR", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS") + tuple(
-    f"{tool}_{name}" for tool in ("APPTAINER", "SINGULARITY") for name in ("CACHEDIR", "TMPDIR", "CONFIGDIR")
-)
+HOST_KEYS = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "TMPDIR",
+    "XDG_RUNTIME_DIR",
+    "DBUS_SESSION_BUS_ADDRESS",
+) + tuple(f"{tool}_{name}" for tool in ("APPTAINER", "SINGULARITY") for name in ("CACHEDIR", "TMPDIR", "CONFIGDIR"))
 PROXY_KEYS = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 
 
@@ -86,7 +95,9 @@ def _bind(src: str | Path, dst: str | Path, writable: bool) -> list[str]:
     return ["--bind", f"{src}:{dst}:{'rw' if writable else 'ro'}"]
 
 
-def instance_start_argv(spec: SandboxSpec, name: str, private_dir: Path, image: str, binary: str | None = None) -> list[str]:
+def instance_start_argv(
+    spec: SandboxSpec, name: str, private_dir: Path, image: str, binary: str | None = None
+) -> list[str]:
     run = private_dir / "run"
     argv = [binary or spec.apptainer.binary, "instance", "start", "--containall", "--no-home", "--writable-tmpfs"]
     argv += ["--workdir", str(private_dir / "work")]
@@ -95,7 +106,9 @@ def instance_start_argv(spec: SandboxSpec, name: str, private_dir: Path, image: 
     if spec.apptainer.fakeroot:
         argv.append("--fakeroot")
     control = private_dir / "ctl"  # kernel connection files: read-only inside
-    argv += _bind(private_dir / "workspace", spec.workspace, True) + _bind(run, run, True) + _bind(control, control, False)
+    argv += (
+        _bind(private_dir / "workspace", spec.workspace, True) + _bind(run, run, True) + _bind(control, control, False)
+    )
     for path in python_dirs(spec.kernel_python):  # one not on this host is the image's own
         argv += _bind(path, path, False) if os.path.isdir(path) else []
     for bind in spec.binds:
@@ -105,7 +118,14 @@ def instance_start_argv(spec: SandboxSpec, name: str, private_dir: Path, image: 
 
 def container_env(spec: SandboxSpec) -> dict[str, str]:
     """What --env passes (HOME aside): bwrap's allow-list, PATH only if spec.env sets it."""
-    env = {"TMPDIR": "/tmp", "LANG": "C.UTF-8", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", "PYTHONUNBUFFERED": "1"}
+    env = {
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "PAGER": "cat",
+        "GIT_PAGER": "cat",
+        "PYTHONUNBUFFERED": "1",
+    }
     return {key: value for key, value in (env | spec.env).items() if key != "HOME"}
 
 
@@ -128,7 +148,9 @@ def forward_script(binary: str) -> str:
     return "exec /usr/bin/env -i " + "".join(f'"{prefix}{var}=${var}" ' for var in FORWARD) + '"$@"'
 
 
-def join_argv(spec: SandboxSpec, name: str, host: dict[str, str], binary: str | None = None, shell: bool = False) -> list[str]:
+def join_argv(
+    spec: SandboxSpec, name: str, host: dict[str, str], binary: str | None = None, shell: bool = False
+) -> list[str]:
     """The host command line before argv: `apptainer exec` with only the host environment the
     binary needs (the spawn environment is the driver's, meant for inside); for a shell, a tiny
     sh first forwards its prompt variables."""
@@ -162,14 +184,20 @@ def pull_argv(uri: str, dest: str | Path, binary: str = "apptainer") -> list[str
     return [binary, "pull", str(dest), uri]
 
 
-async def _run(argv: list[str], timeout: float | None, env: dict[str, str], log_path: Path | None = None) -> tuple[int, str]:
+async def _run(
+    argv: list[str], timeout: float | None, env: dict[str, str], log_path: Path | None = None
+) -> tuple[int, str]:
     """(exit code, output tail). `instance start` logs to a file: its instance could hold a pipe open."""
     sink = open(log_path, "ab") if log_path else asyncio.subprocess.PIPE  # noqa: SIM115
     try:
         proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=sink, stderr=asyncio.subprocess.STDOUT,
-            env=env, start_new_session=True,
-        )  # fmt: skip
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=sink,
+            stderr=asyncio.subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
     finally:
         if log_path:
             sink.close()
@@ -187,7 +215,9 @@ async def _run(argv: list[str], timeout: float | None, env: dict[str, str], log_
 _pull_locks: dict[Path, asyncio.Lock] = {}
 
 
-async def pull_image(uri: str, cache_dir: str | Path | None = None, binary: str = "apptainer", timeout: float | None = None) -> Path:
+async def pull_image(
+    uri: str, cache_dir: str | Path | None = None, binary: str = "apptainer", timeout: float | None = None
+) -> Path:
     """The cached .sif of a docker://, oras://, library:// ... `uri`, pulled first if absent."""
     dest = sif_path(uri, cache_dir)
     async with _pull_locks.setdefault(dest, asyncio.Lock()):  # one pull per image per process

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The backend interface: where a sandbox runs, and how commands are wrapped to run there.
 
 A backend places a sandbox (private directories, an instance, ...) and returns a Placement;
@@ -48,7 +50,7 @@ class Placement(Protocol):
 class Backend(Protocol):
     async def place(self, sandbox_id: str, spec: SandboxSpec) -> Placement: ...
 
-    async def reap(self, lease: "Lease") -> None:
+    async def reap(self, lease: Lease) -> None:
         """End whatever of a dead owner's sandbox still runs (the reaper removes its files)."""
         ...
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Real isolation with bubblewrap: one "instance" per sandbox, processes join it.
 
 A sandbox is one bwrap invocation holding a fresh set of namespaces (user, pid, mount,
@@ -42,12 +44,13 @@ import signal
 import tempfile
 from pathlib import Path
 
-NS_GET_PARENT = 0xB702  # ioctl: the parent of a user namespace, as a new fd
-USERNS_FD = 3  # where joining processes find the sandbox's outer user namespace
-
+from prorl_gym.runtime.fdwait import fd_event
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, exits_by_itself, kill_session, reap
 from prorl_gym.sandbox.limits import prlimit_prefix, rlimits, ulimit_command
 from prorl_gym.sandbox.spec import SandboxSpec
+
+NS_GET_PARENT = 0xB702  # ioctl: the parent of a user namespace, as a new fd
+USERNS_FD = 3  # where joining processes find the sandbox's outer user namespace
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +59,17 @@ log = logging.getLogger(__name__)
 HOLDER = 'printf ready >&3; exec 3>&-; trap "" HUP INT QUIT TERM; while :; do sleep 86400 & wait $!; done'
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 ETC_FILES = (
-    "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "nsswitch.conf",
-    "hosts", "protocols", "services", "mime.types",
-)  # fmt: skip
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "nsswitch.conf",
+    "hosts",
+    "protocols",
+    "services",
+    "mime.types",
+)
 ETC_NETWORK_FILES = ("resolv.conf", "ssl", "ca-certificates", "gai.conf")
 
 
@@ -91,7 +102,9 @@ def python_dirs(python: str) -> list[str]:
     cfg = exe.parent.parent / "pyvenv.cfg"
     if cfg.exists():
         dirs.append(str(exe.parent.parent))
-        home = next((line.split("=", 1)[1].strip() for line in cfg.read_text().splitlines() if line.startswith("home")), "")
+        home = next(
+            (line.split("=", 1)[1].strip() for line in cfg.read_text().splitlines() if line.startswith("home")), ""
+        )
         if home:
             dirs.append(str(Path(home).parent))
     else:
@@ -142,9 +155,17 @@ def _shared_etc(root_dir: str, uid: int, workspace: str, network: bool) -> Path:
 def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int, etc_dir: Path) -> list[str]:
     """The bwrap command line of a sandbox's holder (pure: unit-tested). pid 1 reports on fd 3."""
     argv = [
-        bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--as-pid-1",
-        "--info-fd", str(info_fd), "--hostname", "sandbox",
-    ]  # fmt: skip
+        bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--die-with-parent",
+        "--as-pid-1",
+        "--info-fd",
+        str(info_fd),
+        "--hostname",
+        "sandbox",
+    ]
     if spec.network:
         argv.append("--share-net")
     if spec.rootfs:
@@ -158,7 +179,14 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int, e
                 argv += ["--ro-bind", top, top]
         argv += ["--ro-bind", str(etc_dir), "/etc"]
     if spec.rootfs:  # the image's own /etc, with our user in it
-        argv += ["--ro-bind", str(etc_dir / "passwd"), "/etc/passwd", "--ro-bind", str(etc_dir / "group"), "/etc/group"]
+        argv += [
+            "--ro-bind",
+            str(etc_dir / "passwd"),
+            "/etc/passwd",
+            "--ro-bind",
+            str(etc_dir / "group"),
+            "/etc/group",
+        ]
     argv += ["--proc", "/proc"]
     for device in DEVICES:  # individual nodes: --dev would mount devpts and nest a user namespace
         argv += ["--dev-bind", f"/dev/{device}", f"/dev/{device}"]
@@ -225,7 +253,9 @@ class BwrapPlacement:
         log_path = str(self.log_dir / "bwrap.log")
         try:
             self.holder_pid = os.posix_spawnp(
-                argv[0], argv, {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                argv[0],
+                argv,
+                {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
                 file_actions=[
                     (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                     (os.POSIX_SPAWN_OPEN, 1, log_path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600),
@@ -234,7 +264,7 @@ class BwrapPlacement:
                 ],
                 setsid=True,
                 setsigdef=DEFAULT_SIGNALS,
-            )  # fmt: skip
+            )
         finally:
             os.close(info_w)
             os.close(ready_w)
@@ -255,9 +285,21 @@ class BwrapPlacement:
             os.close(info_r)
             os.close(ready_r)
         self._nsenter = [
-            "nsenter", f"--user=/proc/self/fd/{USERNS_FD}", "-t", str(self.init_pid),
-            "-m", "-p", "-n", "-i", "-u", "-C", "-r", "-w", "--preserve-credentials", "--",
-        ]  # fmt: skip
+            "nsenter",
+            f"--user=/proc/self/fd/{USERNS_FD}",
+            "-t",
+            str(self.init_pid),
+            "-m",
+            "-p",
+            "-n",
+            "-i",
+            "-u",
+            "-C",
+            "-r",
+            "-w",
+            "--preserve-credentials",
+            "--",
+        ]
 
     def wrap(self, argv: list[str]) -> list[str]:
         return unprivileged_prefix(self._spec) + prlimit_prefix(self._spec.limits) + self._nsenter + list(argv)
@@ -341,16 +383,11 @@ async def _read_until(fd: int, complete) -> bytes:
 
     Not to EOF: copies of the write end stay open in bwrap for the sandbox's lifetime.
     """
-    loop = asyncio.get_running_loop()
     os.set_blocking(fd, False)
     data = b""
     while not complete(data):
-        ready = loop.create_future()
-        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
-        try:
+        with fd_event(fd) as ready:
             await ready
-        finally:
-            loop.remove_reader(fd)
         try:
             chunk = os.read(fd, 4096)
         except BlockingIOError:

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The `local` backend: sandboxes on this machine.
 
 isolation: required (the default) -> bubblewrap (see bwrap.py); refuses to start without it.
@@ -106,7 +108,10 @@ class LocalBackend:
         private_dir.mkdir(exist_ok=True)
         os.chmod(private_dir, 0o711 if spec.isolation == "required" else 0o700)
         if spec.isolation == "none":
-            log.warning("SANDBOX %s RUNS WITHOUT ISOLATION (isolation: none): host files and processes are reachable", sandbox_id)
+            log.warning(
+                "SANDBOX %s RUNS WITHOUT ISOLATION (isolation: none): host files and processes are reachable",
+                sandbox_id,
+            )
             placement = UnisolatedPlacement(sandbox_id, private_dir, spec)
         else:
             bwrap = find_bwrap()

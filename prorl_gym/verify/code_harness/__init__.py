@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The test harness that runs INSIDE the eval sandbox (stdlib only, run by the sandbox's Python).
 
 runner.py      trusted: reads the tests, runs them, prints the one result record

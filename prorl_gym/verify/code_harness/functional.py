@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Function tests: the tests run HERE (trusted), the solution runs in a worker process.
 
 The tests' namespace has the prelude (e.g. HumanEval's prompt with its helpers), the
@@ -52,10 +54,14 @@ def alarm(seconds: float):
 class Worker:
     def __init__(self, spec: dict):
         self.proc = subprocess.Popen(
-            [spec["python"], spec["harness_dir"] + "/worker.py", spec["solution_path"]], cwd=spec["workdir"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True,
+            [spec["python"], spec["harness_dir"] + "/worker.py", spec["solution_path"]],
+            cwd=spec["workdir"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
             preexec_fn=child_limits(spec["memory_bytes"], spec["total_timeout_s"]),
-        )  # fmt: skip
+        )
         self.calls = 0
         self.send({"prelude": spec.get("prelude", "")})
         reply = self.receive()
@@ -120,7 +126,7 @@ def raised_by_solution(name: str, message: str) -> BaseException:
 class Candidate:
     """The solution's entry point, as the tests see it."""
 
-    def __init__(self, session: "Session", target: str):
+    def __init__(self, session: Session, target: str):
         self._session, self._target = session, target
 
     def __call__(self, *args, **kwargs):
@@ -197,7 +203,9 @@ def run_functional(spec: dict, budget, results: list[dict]) -> None:
             status, detail = run_one(session, code, source, namespace, timeout)
             keep = session.worker.proc.pid if session.worker else None
             kill_descendants(keep=keep)
-            budget.record(results, {"status": status, "detail": detail, "seconds": round(time.monotonic() - started, 4)})
+            budget.record(
+                results, {"status": status, "detail": detail, "seconds": round(time.monotonic() - started, 4)}
+            )
     finally:
         session.drop_worker()
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Process control for the runner: hardening, per-test limits, and killing what tests leave.
 
 The runner is a child subreaper, so whatever a solution forks (also with setsid or a

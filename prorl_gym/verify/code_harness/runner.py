@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The trusted test runner inside a fresh eval sandbox.
 
     python -I runner.py SPEC_PATH
@@ -23,9 +25,9 @@ import traceback
 # Import everything now, then forget the harness directory: the solution can write there,
 # and a module it plants must never be imported into this trusted process later.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from functional import run_functional  # noqa: E402
-from procs import describe, harden, kill_descendants, kill_strangers  # noqa: E402
-from stdio import run_stdio  # noqa: E402
+from functional import run_functional
+from procs import describe, harden, kill_descendants, kill_strangers
+from stdio import run_stdio
 
 del sys.path[0]
 
@@ -48,7 +50,11 @@ class Budget:
         return left if left > 0.05 else 0.0
 
     def skipped(self) -> dict:
-        why = f"skipped after {self.timeouts} timeouts" if self.timeouts >= self.max_timeouts else "total time budget exhausted"
+        why = (
+            f"skipped after {self.timeouts} timeouts"
+            if self.timeouts >= self.max_timeouts
+            else "total time budget exhausted"
+        )
         return {"status": "not_run", "detail": why, "seconds": 0.0}
 
     def record(self, results: list[dict], result: dict) -> None:

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """stdin/stdout tests: each case runs the solution as a fresh process, input on stdin.
 
 A case passes only if the process exits 0 within its time and its stdout matches the
@@ -38,10 +40,14 @@ def run_stdio(spec: dict, budget, results: list[dict]) -> None:
 def run_case(spec: dict, case: dict, timeout: float) -> tuple[str, str | None]:
     deadline = time.monotonic() + timeout
     proc = subprocess.Popen(
-        [spec["python"], spec["solution_path"]], cwd=spec["workdir"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        start_new_session=True, preexec_fn=child_limits(spec["memory_bytes"], timeout),
-    )  # fmt: skip
+        [spec["python"], spec["solution_path"]],
+        cwd=spec["workdir"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=child_limits(spec["memory_bytes"], timeout),
+    )
     try:
         out, err, problem = communicate(proc, case["input"].encode(), deadline, spec["max_output_bytes"])
         if problem is None:

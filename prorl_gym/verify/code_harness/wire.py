@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Values between the trusted tests and the solution's process: plain data as tagged JSON.
 
 Only exact builtin types cross (bool, int, float, str, bytes, complex, None, list, tuple,

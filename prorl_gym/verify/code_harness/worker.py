@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Hosts the solution for function tests; UNTRUSTED side (the solution runs in this process).
 
     python worker.py SOLUTION_PATH   (requests on stdin, replies on stdout)
@@ -17,7 +19,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from wire import decode, dumps, encode  # noqa: E402
+from wire import decode, dumps, encode
 
 sys.set_int_max_str_digits(0)
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 import json
 from pathlib import Path
 
@@ -37,14 +39,19 @@ def test_tools_are_python_bash_and_editor(client):
 def test_a_rollout_edits_and_runs_code_then_verify_scores_and_closes_the_sandbox(client):
     row = EXAMPLE[0]
     assert client.post("/seed_session", json=row).status_code == 200
-    created = client.post("/editor", json={"command": "create", "path": "solution.py", "file_text": row["canonical_solution"]})
+    created = client.post(
+        "/editor", json={"command": "create", "path": "solution.py", "file_text": row["canonical_solution"]}
+    )
     assert created.json()["content"].startswith("File created")
     command = "python -c 'import solution; print(solution.has_close_elements([1.0, 1.1], 0.5))'"
     run = client.post("/bash", json={"command": command})
     assert run.json()["content"] == "True\n"
     result = verify(client, row, answer(row["canonical_solution"]))
     assert result["reward"] == 1.0 and result["failure"] is None and result["answer_problem"] is None
-    assert result["tests_passed"] == result["tests_total"] == len(row["tests"]["asserts"]) and result["pass_fraction"] == 1.0
+    assert (
+        result["tests_passed"] == result["tests_total"] == len(row["tests"]["asserts"])
+        and result["pass_fraction"] == 1.0
+    )
     assert result["num_tool_calls"] == 1 and result["task_id"] == row["task_id"]  # the row passes through
     gone = client.post("/bash", json={"command": "true"})
     assert gone.status_code == 409 and gone.json()["error"]["type"] == "unknown_session"
@@ -73,7 +80,9 @@ def test_gold_scores_one_and_wrong_scores_zero(client, row):
 def test_an_answer_file_is_read_from_the_agents_sandbox(client):
     row = FILE_ROW
     client.post("/seed_session", json=row)
-    client.post("/editor", json={"command": "create", "path": row["answer_file"], "file_text": row["canonical_solution"]})
+    client.post(
+        "/editor", json={"command": "create", "path": row["answer_file"], "file_text": row["canonical_solution"]}
+    )
     result = verify(client, row, "Done: my solution is in solution.py.")
     assert result["reward"] == 1.0 and result["solution_chars"] == len(row["canonical_solution"])
     client.post("/seed_session", json=row)
@@ -87,7 +96,10 @@ def test_an_answer_file_is_read_from_the_agents_sandbox(client):
 def test_starter_code_is_staged_in_the_answer_file(client):
     row = FILE_ROW | {"starter_code": "def main():\n    pass\n"}
     client.post("/seed_session", json=row)
-    assert client.post("/bash", json={"command": f"cat {row['answer_file']}"}).json()["content"] == "def main():\n    pass\n"
+    assert (
+        client.post("/bash", json={"command": f"cat {row['answer_file']}"}).json()["content"]
+        == "def main():\n    pass\n"
+    )
     client.post("/release", json={})
 
 
@@ -115,7 +127,9 @@ def test_ending_on_a_tool_call_has_no_answer(client):
 
 
 def test_a_row_whose_tests_cannot_run_is_an_eval_error(client):
-    row = EXAMPLE[0] | {"tests": {"kind": "functional", "entry_point": "f", "asserts": ["assert candidate(print) is None"]}}
+    row = EXAMPLE[0] | {
+        "tests": {"kind": "functional", "entry_point": "f", "asserts": ["assert candidate(print) is None"]}
+    }
     client.post("/seed_session", json=row)
     result = verify(client, row, answer("def f(g):\n    return None\n"))
     assert result["failure"]["type"] == "eval_error" and result["failure"]["stage"] == "eval"

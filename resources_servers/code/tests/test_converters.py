@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The dataset converters, on the small example files of each format: every row converts,
 and runs right (gold 1.0, the scripted wrong answer 0.0) through the real verifier."""
 
@@ -35,11 +37,16 @@ ALL = [row for fmt in sorted(CONVERTERS) for row in converted(fmt)]
 def test_every_example_row_of_every_format_converts():
     kinds = {row["task_id"]: row["tests"]["kind"] for row in ALL}
     assert kinds == {
-        "code/apps/90001": "stdio", "code/apps/90002": "functional",
-        "code/deepcoder/0": "stdio", "code/deepcoder/1": "functional", "code/deepcoder/2": "functional",
-        "code/eurus/codecontests-101": "stdio", "code/eurus/taco-102": "functional",
-        "code/livecodebench/abc900_a": "stdio", "code/livecodebench/9121": "functional",
-    }  # fmt: skip
+        "code/apps/90001": "stdio",
+        "code/apps/90002": "functional",
+        "code/deepcoder/0": "stdio",
+        "code/deepcoder/1": "functional",
+        "code/deepcoder/2": "functional",
+        "code/eurus/codecontests-101": "stdio",
+        "code/eurus/taco-102": "functional",
+        "code/livecodebench/abc900_a": "stdio",
+        "code/livecodebench/9121": "functional",
+    }
     for row in ALL:
         TESTS.validate_python(row["tests"])
         assert row["responses_create_params"]["input"][0]["role"] == "system"
@@ -51,7 +58,9 @@ def test_formats_details():
     assert by_id["code/deepcoder/2"]["tests"]["entry_point"] == "Solution().countAboveAverage"  # from the starter code
     assert len(by_id["code/livecodebench/abc900_a"]["tests"]["cases"]) == 3  # public + compressed private cases
     assert by_id["code/livecodebench/9121"]["tests"]["asserts"][0] == "assert candidate(*[[7, 1, 5, 3, 6, 4]]) == 5"
-    assert by_id["code/eurus/taco-102"]["responses_create_params"]["input"][1]["content"].startswith("Write Python code")
+    assert by_id["code/eurus/taco-102"]["responses_create_params"]["input"][1]["content"].startswith(
+        "Write Python code"
+    )
 
 
 def test_compressed_test_cases_never_unpickle_objects():

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Every HumanEval problem, converted from the installed package, is scored right: its
 canonical solution 1.0, and a stub returning None 0.0 (no problem's tests are vacuous).
 Several eval sandboxes at once, as the server runs them; the whole set takes ~20-30 s on
@@ -34,7 +36,9 @@ async def score_all(rows: list[dict], solution_of, root: str) -> dict[str, dict]
 def test_all_164_problems_convert():
     assert len(ROWS) == 164 and len({r["task_id"] for r in ROWS}) == 164
     assert all(r["canonical_solution"].startswith(r["starter_code"]) for r in ROWS)
-    assert all(r["canonical_solution"] not in str(r["responses_create_params"]) for r in ROWS)  # gold stays out of the prompt
+    assert all(
+        r["canonical_solution"] not in str(r["responses_create_params"]) for r in ROWS
+    )  # gold stays out of the prompt
 
 
 @pytest.mark.timeout(600)

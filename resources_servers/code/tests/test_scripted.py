@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 import json
 from pathlib import Path
 
@@ -16,7 +18,9 @@ def names(steps) -> list[str]:
 @pytest.mark.parametrize("row", EXAMPLE, ids=[r["task_id"] for r in EXAMPLE])
 def test_gold_writes_runs_and_answers_with_the_canonical_solution(row):
     steps = script(row, "gold")
-    assert names(steps) == (["python"] if row.get("answer_file") and row.get("starter_code") else ["editor"]) + ["bash"]
+    assert names(steps) == (["python"] if row.get("answer_file") and row.get("starter_code") else ["editor"]) + [
+        "bash"
+    ]
     written = json.loads(steps[0].tool_calls[0]["arguments"])
     assert written.get("file_text") == row["canonical_solution"] or repr(row["canonical_solution"]) in written["code"]
     final = steps[-1].content

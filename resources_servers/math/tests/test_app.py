@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 import json
 from pathlib import Path
 
@@ -23,7 +25,9 @@ def verify(client, row, text):
 def test_tools_are_python_and_bash(client):
     names = [tool["name"] for tool in client.get("/tools").json()]
     assert names == ["python", "bash"]
-    assert all(tool["type"] == "function" and tool["parameters"]["type"] == "object" for tool in client.get("/tools").json())
+    assert all(
+        tool["type"] == "function" and tool["parameters"]["type"] == "object" for tool in client.get("/tools").json()
+    )
 
 
 def test_a_rollout_uses_the_sandbox_then_verify_scores_and_closes_it(client):

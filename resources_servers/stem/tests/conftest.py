@@ -1,9 +1,12 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """One STEM server per test module: starting it (verifier worker, BM25 index) costs seconds,
 and every test seeds its own session, so tests do not share state through it."""
 
 from __future__ import annotations
 
 import pytest
+
 from resources_servers.stem.app import StemResourcesServer
 
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 import json
 from pathlib import Path
 
@@ -81,7 +83,11 @@ def test_unit_conversions_are_accepted(client):
 
 
 def test_symbolic_answers_in_latex_or_python_syntax(client):
-    for text in ["\\boxed{rN(1 - N/K)}", "\\boxed{r*N - r*N**2/K}", "\\boxed{\\frac{dN}{dt} = rN\\left(1-\\frac{N}{K}\\right)}"]:
+    for text in [
+        "\\boxed{rN(1 - N/K)}",
+        "\\boxed{r*N - r*N**2/K}",
+        "\\boxed{\\frac{dN}{dt} = rN\\left(1-\\frac{N}{K}\\right)}",
+    ]:
         assert verify(client, SYMBOLIC, text)["reward"] == 1.0, text
     assert verify(client, SYMBOLIC, "\\boxed{rN}")["reward"] == 0.0
 

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The hand-checked set, checked: every gold answer scores 1 and a wrong one 0 through the
 real server; every reference snippet runs in the sandbox and its printed result scores 1;
 every reference search finds its source document first; the committed files are current."""
@@ -11,7 +13,7 @@ import pytest
 
 from prorl_gym.testing import transcript
 from prorl_gym.verify.stem_check import parse_spec
-from resources_servers.stem.scripted import gold_answer, wrong_answer, script
+from resources_servers.stem.scripted import gold_answer, script, wrong_answer
 from resources_servers.stem.search import Bm25Backend
 
 REPO = Path(__file__).resolve().parents[3]

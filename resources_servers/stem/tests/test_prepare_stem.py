@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The SCP-116K-style and GPQA-style converters of data/prepare_stem.py."""
 
 import importlib.util
@@ -41,7 +43,10 @@ def test_scp_final_answer(prepare, solution, answer, why):
     [
         ("3.0\\ \\mathrm{m/s^2}", {"kind": "numeric", "value": 3.0, "unit": "m/s^2", "rel_tol": 0.02}),
         ("2.00", {"kind": "numeric", "value": 2.0, "rel_tol": 0.02}),
-        ("36.85\\,^{\\circ}\\mathrm{C}", {"kind": "numeric", "value": 36.85, "unit": "degC", "rel_tol": 0.0, "abs_tol": 0.5}),
+        (
+            "36.85\\,^{\\circ}\\mathrm{C}",
+            {"kind": "numeric", "value": 36.85, "unit": "degC", "rel_tol": 0.0, "abs_tol": 0.5},
+        ),
         ("V_2 = \\frac{P_1 V_1}{P_2}", {"kind": "symbolic", "expression": "\\frac{P_1 V_1}{P_2}"}),
         ("\\text{it increases}", None),
     ],
@@ -55,10 +60,17 @@ def test_scp_answers_become_specs_the_checker_accepts(prepare, answer, spec):
 
 def test_gpqa_rows_are_shuffled_reproducibly(prepare, tmp_path):
     items = [
-        {"Record ID": f"r{i}", "Question": f"Question {i}?", "Correct Answer": "right", "Incorrect Answer 1": "w1",
-         "Incorrect Answer 2": "w2", "Incorrect Answer 3": "w3", "High-level domain": "Physics"}
+        {
+            "Record ID": f"r{i}",
+            "Question": f"Question {i}?",
+            "Correct Answer": "right",
+            "Incorrect Answer 1": "w1",
+            "Incorrect Answer 2": "w2",
+            "Incorrect Answer 3": "w3",
+            "High-level domain": "Physics",
+        }
         for i in range(200)
-    ]  # fmt: skip
+    ]
     path = tmp_path / "gpqa.jsonl"
     path.write_text("".join(json.dumps(item) + "\n" for item in items))
     rows = prepare.convert_gpqa(path, seed=1, skipped=Counter())
@@ -78,7 +90,9 @@ def test_the_committed_samples_convert_with_skips_counted(prepare):
     scp = prepare.convert_scp(SAMPLES / "scp116k_sample.jsonl", skipped)
     gpqa = prepare.convert_gpqa(SAMPLES / "gpqa_sample.csv", 1, skipped)
     assert len(scp) == 6 and len(gpqa) == 4
-    assert skipped == Counter({"scp/multiple_answers": 1, "scp/text_answer": 1, "scp/no_final_answer": 1, "gpqa/duplicate_options": 1})
+    assert skipped == Counter(
+        {"scp/multiple_answers": 1, "scp/text_answer": 1, "scp/no_final_answer": 1, "gpqa/duplicate_options": 1}
+    )
     for row in scp + gpqa:
         parse_spec(row["answer"])
         steps = script(row, "gold")  # no reference: search the question, print the answer

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Search backends: BM25 over a directory, and the HTTP contract against a real local server."""
 
 import json
@@ -66,7 +68,7 @@ def test_http_backend_needs_a_url():
 class _Api(BaseHTTPRequestHandler):
     """A search API whose behaviour follows the query text."""
 
-    def do_POST(self):  # noqa: N802 - http.server's naming
+    def do_POST(self):
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         query = request["query"]
         if query == "slow":
@@ -118,7 +120,12 @@ async def test_http_backend_follows_the_contract(api):
 
 @pytest.mark.parametrize(
     "query,message",
-    [("broken", "HTTP 500"), ("garbage", "not the expected JSON"), ("wrong shape", "not the expected JSON"), ("slow", "within 0.5s")],
+    [
+        ("broken", "HTTP 500"),
+        ("garbage", "not the expected JSON"),
+        ("wrong shape", "not the expected JSON"),
+        ("slow", "within 0.5s"),
+    ],
 )
 async def test_http_failures_are_search_errors(api, query, message):
     backend = HttpBackend(api, timeout_s=0.5)

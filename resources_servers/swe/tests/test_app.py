@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The SWE server's INIT and EVAL around a real task: staging, the agent's diff, scoring."""
 
 import json
@@ -27,7 +29,9 @@ def test_workspace_holds_the_repository_at_its_base_commit_only(client):
     assert client.post("/seed_session", json=row).status_code == 200
     tools = [tool["name"] for tool in client.get("/tools").json()]
     assert tools == ["bash", "editor", "submit"]
-    log = client.post("/bash", json={"command": "pwd; git log --oneline | wc -l; git rev-parse HEAD; git status --short"}).json()
+    log = client.post(
+        "/bash", json={"command": "pwd; git log --oneline | wc -l; git rev-parse HEAD; git status --short"}
+    ).json()
     lines = log["content"].splitlines()
     assert lines[:3] == ["/workspace", "1", row["base_commit"]] and len(lines) == 3  # one commit, clean tree
     # the gold fix is nowhere in the history; the agent's edits are what gets scored
@@ -52,6 +56,9 @@ def test_editing_the_tests_does_not_pass_them(client):
 
 
 def test_swe_bench_rows_with_json_string_test_lists_are_accepted(client):
-    row = EXAMPLE[3] | {"FAIL_TO_PASS": json.dumps(EXAMPLE[3]["FAIL_TO_PASS"]), "PASS_TO_PASS": json.dumps(EXAMPLE[3]["PASS_TO_PASS"])}
+    row = EXAMPLE[3] | {
+        "FAIL_TO_PASS": json.dumps(EXAMPLE[3]["FAIL_TO_PASS"]),
+        "PASS_TO_PASS": json.dumps(EXAMPLE[3]["PASS_TO_PASS"]),
+    }
     assert client.post("/seed_session", json=row).status_code == 200
     assert client.post("/release", json={}).json() == {"released": True}

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """SWE tasks end to end with real sandboxes: the shipped data, the evaluator's defences, the agent's diff.
 
 The repository cache (data/swe/cache) builds from the rows' recipes on first use (the
@@ -94,7 +96,7 @@ async def test_editing_the_tests_does_not_win(row, sandbox_root):
 async def test_pytest_config_changes_are_reset(sandbox_root):
     row = next(r for r in EXAMPLES if r["repo"] == "pytoolz/toolz")  # its pytest config is in pyproject.toml
     spec = SandboxSpec(root_dir=sandbox_root)
-    patch = await append_patch(row, spec, "pyproject.toml", '\n[tool.pytest.ini_options.extra]\nx = 1\n')
+    patch = await append_patch(row, spec, "pyproject.toml", "\n[tool.pytest.ini_options.extra]\nx = 1\n")
     result = await evaluate_patch(row, patch + row["patch"], spec, await prepare_repo(row), 120)
     assert result["test_files_reset"] == ["pyproject.toml"] and result["reward"] == 1.0, result
 
@@ -102,7 +104,9 @@ async def test_pytest_config_changes_are_reset(sandbox_root):
 @pytest.mark.parametrize("row", EXAMPLES, ids=IDS)
 async def test_patch_that_does_not_apply_scores_zero(row, sandbox_root):
     # The bug patch is already in the base commit: applying it again fails (also with fuzz).
-    result = await evaluate_patch(row, row["environment"]["bug_patch"], SandboxSpec(root_dir=sandbox_root), await prepare_repo(row), 120)
+    result = await evaluate_patch(
+        row, row["environment"]["bug_patch"], SandboxSpec(root_dir=sandbox_root), await prepare_repo(row), 120
+    )
     assert result["reward"] == 0.0 and not result["patch_applied"]
     assert result["reason"] == "the patch does not apply" and "tests_passed" not in result
 
@@ -115,7 +119,10 @@ async def test_agent_diff_is_what_the_agent_changed(sandbox_root):
     async with await create_sandbox(spec) as sb:
         assert await stage_repo(sb, row) == "/workspace"
         await sb.write_file("/tmp/fix.diff", row["patch"])
-        setup = "git apply /tmp/fix.diff && printf 'PNG\\0\\1\\377' > blob.bin && printf '\\377\\376x' > latin.txt && python -m pytest -q -p no:cacheprovider -o addopts= " + row["FAIL_TO_PASS"][0]
+        setup = (
+            "git apply /tmp/fix.diff && printf 'PNG\\0\\1\\377' > blob.bin && printf '\\377\\376x' > latin.txt && python -m pytest -q -p no:cacheprovider -o addopts= "
+            + row["FAIL_TO_PASS"][0]
+        )
         assert (await sb.bash(setup, timeout=120)).exit_code == 0
         assert (await sb.bash("git log --oneline | wc -l")).output.strip() == "1"  # only the base commit
         await sb.bash("alias git=false; export GIT_DIR=/nowhere; cd /")  # the agent's shell state must not matter
@@ -164,36 +171,71 @@ async def test_base_commit_is_deterministic(tmp_path):
 
 
 def test_pytest_summary_parsing():
-    log = "\n".join([
-        "PASSED fake::test_x",  # captured output before the summary must not count
-        "=========================== short test summary info ============================",
-        "PASSED t.py::T::test_a",
-        "PASSED t.py::test_p[a b]",
-        "SUBFAILED(i=1) t.py::T::test_a - AssertionError: 1 not less than 1",
-        "FAILED t.py::test_p[c - d] - AssertionError: assert 'c - d' == 'a b'",
-        "XFAIL t.py::test_xf",
-        "SKIPPED [1] t.py:16: unconditional skip",
-        "========== 2 failed, 3 passed in 0.02s ==========",
-    ])  # fmt: skip
-    ids = ["t.py::T::test_a", "t.py::test_p[a b]", "t.py::test_p[c - d]", "t.py::test_xf", "t.py::test_gone", "fake::test_x"]
+    log = "\n".join(
+        [
+            "PASSED fake::test_x",  # captured output before the summary must not count
+            "=========================== short test summary info ============================",
+            "PASSED t.py::T::test_a",
+            "PASSED t.py::test_p[a b]",
+            "SUBFAILED(i=1) t.py::T::test_a - AssertionError: 1 not less than 1",
+            "FAILED t.py::test_p[c - d] - AssertionError: assert 'c - d' == 'a b'",
+            "XFAIL t.py::test_xf",
+            "SKIPPED [1] t.py:16: unconditional skip",
+            "========== 2 failed, 3 passed in 0.02s ==========",
+        ]
+    )
+    ids = [
+        "t.py::T::test_a",
+        "t.py::test_p[a b]",
+        "t.py::test_p[c - d]",
+        "t.py::test_xf",
+        "t.py::test_gone",
+        "fake::test_x",
+    ]
     assert parse_pytest(log, ids) == {
-        "t.py::T::test_a": "failed", "t.py::test_p[a b]": "passed", "t.py::test_p[c - d]": "failed", "t.py::test_xf": "passed",
-    }  # fmt: skip
+        "t.py::T::test_a": "failed",
+        "t.py::test_p[a b]": "passed",
+        "t.py::test_p[c - d]": "failed",
+        "t.py::test_xf": "passed",
+    }
 
 
 def test_protected_paths():
-    assert all(is_protected(p, set(), ("", "src")) for p in [
-        "conftest.py", "src/pkg/conftest.py", "tests/helpers.py", "pkg/test/data.txt", "test_x.py", "pkg/x_test.py",
-        "pytest.ini", "sub/tox.ini", "pytest.py", "src/_pytest/x.py", "pluggy/__init__.py", "sitecustomize.py", "a.pth",
-    ])  # fmt: skip
-    assert not any(is_protected(p, set(), ("", "src")) for p in ["src/pkg/core.py", "pkg/testing_utils.py", "README.md", "setup.cfg"])
+    assert all(
+        is_protected(p, set(), ("", "src"))
+        for p in [
+            "conftest.py",
+            "src/pkg/conftest.py",
+            "tests/helpers.py",
+            "pkg/test/data.txt",
+            "test_x.py",
+            "pkg/x_test.py",
+            "pytest.ini",
+            "sub/tox.ini",
+            "pytest.py",
+            "src/_pytest/x.py",
+            "pluggy/__init__.py",
+            "sitecustomize.py",
+            "a.pth",
+        ]
+    )
+    assert not any(
+        is_protected(p, set(), ("", "src"))
+        for p in ["src/pkg/core.py", "pkg/testing_utils.py", "README.md", "setup.cfg"]
+    )
     assert is_protected("docs/example.py", {"docs/example.py"})
 
 
 def test_image_rows():
     env = repo_env({"instance_id": "x", "image_name": "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"})
-    assert (env.kind, env.repo_path, env.image) == ("image", "/testbed", "docker://swebench/sweb.eval.x86_64.django_1776_django-11099:latest")
-    spec = task_spec(SandboxSpec(backend="apptainer"), {"environment": {"image": "/images/t.sif", "pythonpath": "src"}}, None)
+    assert (env.kind, env.repo_path, env.image) == (
+        "image",
+        "/testbed",
+        "docker://swebench/sweb.eval.x86_64.django_1776_django-11099:latest",
+    )
+    spec = task_spec(
+        SandboxSpec(backend="apptainer"), {"environment": {"image": "/images/t.sif", "pythonpath": "src"}}, None
+    )
     assert spec.image == "/images/t.sif" and spec.env["PYTHONPATH"] == "/testbed/src" and not spec.binds
 
 
@@ -201,14 +243,22 @@ async def test_image_repository_history_is_scrubbed(sandbox_root):
     """An image's repository (here built in the workspace) keeps no way to later commits."""
     setup = (
         "set -e; mkdir -p /workspace/testbed && cd /workspace/testbed && git init -q && "
-        "c() { git -c user.name=a -c user.email=a@b commit -q --allow-empty -m \"$1\"; }; "
+        'c() { git -c user.name=a -c user.email=a@b commit -q --allow-empty -m "$1"; }; '
         "c old && c base && base=$(git rev-parse HEAD) && git tag v1 && c future && git tag v2 && git branch later && "
         "git remote add origin https://example.invalid/x.git && git update-ref refs/remotes/origin/main HEAD && "
         "git stash list && git reset -q --hard $base && touch built.so && echo $base"
     )
     async with await create_sandbox(SandboxSpec(root_dir=sandbox_root)) as sb:
         base = (await sb.bash(f"bash -c {shlex.quote(setup)}")).output.strip().splitlines()[-1]
-        row = {"instance_id": "x", "base_commit": base, "environment": {"image": "docker://x", "repo_path": "/workspace/testbed"}}
+        row = {
+            "instance_id": "x",
+            "base_commit": base,
+            "environment": {"image": "docker://x", "repo_path": "/workspace/testbed"},
+        }
         assert await stage_repo(sb, row) == "/workspace/testbed"
-        out = (await sb.bash("pwd; git log --all --format=%s | sort | tr '\\n' ' '; git remote; git tag; git status --porcelain")).output
+        out = (
+            await sb.bash(
+                "pwd; git log --all --format=%s | sort | tr '\\n' ' '; git remote; git tag; git status --porcelain"
+            )
+        ).output
     assert out.split() == ["/workspace/testbed", "base", "old", "v1"], out

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """An in-memory stand-in for NeMo Gym's ServerClient: routes calls to Python handlers.
 
 The real servers are exercised end to end in tests/test_end_to_end.py; here the agent's
@@ -34,8 +36,10 @@ class FakeClient(ServerClient):
     calls: list = []
 
     @classmethod
-    def create(cls) -> "FakeClient":
-        client = cls(head_server_config=BaseServerConfig(host="127.0.0.1", port=1), global_config_dict=OmegaConf.create({}))
+    def create(cls) -> FakeClient:
+        client = cls(
+            head_server_config=BaseServerConfig(host="127.0.0.1", port=1), global_config_dict=OmegaConf.create({})
+        )
         client.calls = []
         return client
 
@@ -65,8 +69,13 @@ def model_turns(*turns):
         kind, value = remaining.pop(0) if len(remaining) > 1 else remaining[0]
         response = transcript(value if kind == "text" else None, value if kind == "calls" else [])
         response["output"] = [o for o in response["output"] if o["type"] != "function_call_output"]
-        response["usage"] = {"input_tokens": 10, "output_tokens": 7, "total_tokens": 17,
-                             "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}  # fmt: skip
+        response["usage"] = {
+            "input_tokens": 10,
+            "output_tokens": 7,
+            "total_tokens": 17,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        }
         return FakeResponse(200, response, {"model_session": "m1"})
 
     return handler

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 import asyncio
 
 import pytest
@@ -12,10 +14,13 @@ ROW = {"responses_create_params": {"input": [{"role": "user", "content": "q"}]},
 
 def agent_client(fake: FakeClient, **config) -> TestClient:
     agent = build_server(
-        ProRLAgent, "agent", server_client=fake,
+        ProRLAgent,
+        "agent",
+        server_client=fake,
         resources_server={"type": "resources_servers", "name": "env"},
-        model_server={"type": "responses_api_models", "name": "model"}, **config,
-    )  # fmt: skip
+        model_server={"type": "responses_api_models", "name": "model"},
+        **config,
+    )
     return TestClient(agent.setup_webserver())
 
 
@@ -27,7 +32,9 @@ def released(fake: FakeClient) -> bool:
 def fake():
     fake = FakeClient.create()
     resources(fake)
-    fake.route("model", "/v1/responses", model_turns(("calls", [("bash", '{"command": "ls"}')]), ("text", "\\boxed{1}")))
+    fake.route(
+        "model", "/v1/responses", model_turns(("calls", [("bash", '{"command": "ls"}')]), ("text", "\\boxed{1}"))
+    )
     return fake
 
 
@@ -96,10 +103,14 @@ def test_coupled_pipeline_gives_each_rollout_one_slot_for_all_stages(fake):
 
     fake.route("env", "/verify", slow_verify)
     agent = build_server(
-        ProRLAgent, "agent", server_client=fake, pipeline="coupled", max_run_workers=1,
+        ProRLAgent,
+        "agent",
+        server_client=fake,
+        pipeline="coupled",
+        max_run_workers=1,
         resources_server={"type": "resources_servers", "name": "env"},
         model_server={"type": "responses_api_models", "name": "model"},
-    )  # fmt: skip
+    )
 
     async def two():
         return await asyncio.gather(agent.rollout(ROW), agent.rollout(ROW))
@@ -113,10 +124,12 @@ def test_coupled_pipeline_gives_each_rollout_one_slot_for_all_stages(fake):
 
 def test_a_malformed_row_is_an_init_error(fake):
     agent = build_server(
-        ProRLAgent, "agent", server_client=fake,
+        ProRLAgent,
+        "agent",
+        server_client=fake,
         resources_server={"type": "resources_servers", "name": "env"},
         model_server={"type": "responses_api_models", "name": "model"},
-    )  # fmt: skip
+    )
     record = asyncio.run(agent.rollout({"no": "params"}))
     assert record["failure"]["type"] == "init_error" and "malformed row" in record["failure"]["message"]
 
@@ -136,10 +149,12 @@ def test_a_cancel_during_init_waits_for_the_sandbox_then_releases_it(fake):
 
     fake.route("env", "/seed_session", slow_seed)
     agent = build_server(
-        ProRLAgent, "agent", server_client=fake,
+        ProRLAgent,
+        "agent",
+        server_client=fake,
         resources_server={"type": "resources_servers", "name": "env"},
         model_server={"type": "responses_api_models", "name": "model"},
-    )  # fmt: skip
+    )
 
     async def cancel_mid_init():
         task = asyncio.create_task(agent.rollout(ROW))

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 import asyncio
 
 import pytest
@@ -10,8 +12,14 @@ from responses_api_agents.prorl_agent.tests.fakes import TOOLS, FakeClient, Fake
 
 def make_loop(client, **limits):
     params = NeMoGymResponseCreateParamsNonStreaming(input=[{"role": "user", "content": "q"}], tools=TOOLS)
-    return AgentLoop(client=client, model_server="model", resources_server="env", params=params,
-                     limits=Limits(**limits), resources_cookies={"env_session": "e1"})  # fmt: skip
+    return AgentLoop(
+        client=client,
+        model_server="model",
+        resources_server="env",
+        params=params,
+        limits=Limits(**limits),
+        resources_cookies={"env_session": "e1"},
+    )
 
 
 @pytest.fixture
@@ -22,7 +30,9 @@ def client():
 
 
 async def test_tool_calls_then_answer(client):
-    client.route("model", "/v1/responses", model_turns(("calls", [("bash", '{"command": "ls"}')]), ("text", "\\boxed{1}")))
+    client.route(
+        "model", "/v1/responses", model_turns(("calls", [("bash", '{"command": "ls"}')]), ("text", "\\boxed{1}"))
+    )
     loop = make_loop(client)
     assert await loop.run() == "answered"
     assert [o.type for o in loop.outputs] == ["function_call", "function_call_output", "message"]
@@ -38,13 +48,17 @@ async def test_tool_calls_then_answer(client):
 
 
 async def test_malformed_calls_go_back_to_the_policy_and_are_counted(client):
-    client.route("model", "/v1/responses", model_turns(
-        ("calls", [("bash", '{"command": "ls"')]),  # invalid JSON
-        ("calls", [("calculator", "{}")]),  # unknown tool
-        ("calls", [("bash", '{"cmd": "ls"}')]),  # schema mismatch (422)
-        ("calls", [("bash", '["ls"]')]),  # not an object
-        ("text", "done"),
-    ))  # fmt: skip
+    client.route(
+        "model",
+        "/v1/responses",
+        model_turns(
+            ("calls", [("bash", '{"command": "ls"')]),  # invalid JSON
+            ("calls", [("calculator", "{}")]),  # unknown tool
+            ("calls", [("bash", '{"cmd": "ls"}')]),  # schema mismatch (422)
+            ("calls", [("bash", '["ls"]')]),  # not an object
+            ("text", "done"),
+        ),
+    )
     loop = make_loop(client)
     assert await loop.run() == "answered"
     errors = [o.output for o in loop.outputs if o.type == "function_call_output"]

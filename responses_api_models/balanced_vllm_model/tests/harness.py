@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Real servers for the integration tests: scripted policy processes, the model server on uvicorn.
 
 Nothing is mocked: the policies are `python -m responses_api_models.scripted_policy`
@@ -29,11 +31,18 @@ from responses_api_models.balanced_vllm_model.app import ENDPOINT_HEADER, Balanc
 
 EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 ROWS = [json.loads(line) for line in EXAMPLE.read_text().splitlines()]
-TOOLS = [{
-    "type": "function", "name": "python", "strict": False, "description": "run code",
-    "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
-}]  # fmt: skip
-FAST = dict(health_interval_s=0.2, health_timeout_s=0.5, unhealthy_after=2, request_timeout_s=30.0, connect_timeout_s=1.0)
+TOOLS = [
+    {
+        "type": "function",
+        "name": "python",
+        "strict": False,
+        "description": "run code",
+        "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+    }
+]
+FAST = dict(
+    health_interval_s=0.2, health_timeout_s=0.5, unhealthy_after=2, request_timeout_s=30.0, connect_timeout_s=1.0
+)
 
 
 @dataclass
@@ -69,8 +78,17 @@ class Policies:
         return policies
 
     def _spawn(self, latency_ms: float, port: int) -> Policy:
-        argv = [sys.executable, "-m", "responses_api_models.scripted_policy", "--data", str(EXAMPLE),
-                "--port", str(port), "--latency-ms", str(latency_ms)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "responses_api_models.scripted_policy",
+            "--data",
+            str(EXAMPLE),
+            "--port",
+            str(port),
+            "--latency-ms",
+            str(latency_ms),
+        ]
         with open(self.log_dir / f"policy-{port}.log", "a") as log:
             proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         policy = Policy(port, proc)
@@ -167,9 +185,15 @@ class Rollout:
 async def serve_model(urls: list[str], **settings: Any) -> AsyncIterator[ModelServer]:
     """The model server as ng_run would run it (exception middleware too), on a free port."""
     server = build_server(
-        BalancedVLLMModel, "policy_model", base_url=urls, api_key="x", model="scripted-gold",
-        return_token_id_information=True, uses_reasoning_parser=False, **(FAST | settings),
-    )  # fmt: skip
+        BalancedVLLMModel,
+        "policy_model",
+        base_url=urls,
+        api_key="x",
+        model="scripted-gold",
+        return_token_id_information=True,
+        uses_reasoning_parser=False,
+        **(FAST | settings),
+    )
     app = server.setup_webserver()
     server.setup_exception_middleware(app)
     port = free_port()

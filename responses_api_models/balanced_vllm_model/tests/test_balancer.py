@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The balancing and health rules alone (balancer.py: pure, no I/O)."""
 
 import pytest

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """The balanced model server against real scripted policy processes (see harness.py).
 
 Health settings are fast here (checks every 0.2 s, 0.5 s limit, dead after 2 failures).

@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 """Through NeMo Gym's CLI: ng_run with two policy endpoints given as a Hydra list, real
 rollouts by the ProRL agent (math), and one endpoint killed in the middle of a collection."""
 

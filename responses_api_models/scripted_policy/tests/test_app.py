@@ -1,3 +1,5 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
 import json
 from pathlib import Path
 
@@ -8,7 +10,10 @@ from prorl_gym.pipeline.tokens import token_ids_contiguous
 from responses_api_models.scripted_policy.app import ScriptedPolicy, create_app
 from responses_api_models.scripted_policy.chat_template import encode, render
 
-ROWS = [json.loads(line) for line in (Path(__file__).resolve().parents[3] / "resources_servers/math/data/example.jsonl").open()]
+ROWS = [
+    json.loads(line)
+    for line in (Path(__file__).resolve().parents[3] / "resources_servers/math/data/example.jsonl").open()
+]
 TOOLS = [{"type": "function", "function": {"name": "python", "parameters": {"type": "object"}}}]
 
 
@@ -18,8 +23,14 @@ def client():
 
 
 def chat(client, messages, **extra):
-    body = {"model": "scripted-gold", "messages": messages, "tools": TOOLS, "logprobs": True, "top_logprobs": 0,
-            "return_tokens_as_token_ids": True} | extra  # fmt: skip
+    body = {
+        "model": "scripted-gold",
+        "messages": messages,
+        "tools": TOOLS,
+        "logprobs": True,
+        "top_logprobs": 0,
+        "return_tokens_as_token_ids": True,
+    } | extra
     response = client.post("/v1/chat/completions", json=body)
     assert response.status_code == 200
     return response.json()["choices"][0]
