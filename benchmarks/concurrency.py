@@ -69,7 +69,7 @@ async def run(args: argparse.Namespace, root: str) -> dict:
     start_s = time.perf_counter() - started
     await asyncio.sleep(2)  # let the machine settle before reading memory
     after = mem_available_kib()
-    pss = await asyncio.to_thread(sandbox_pss_kib, spec.host_uid)
+    pss = await asyncio.to_thread(sandbox_pss_kib, spec.backend.host_uid)
     # every sandbox must still answer while all of them are alive
     answers = await asyncio.gather(*(sb.bash("echo alive", timeout=60) for sb in sandboxes), return_exceptions=True)
     failures += [

@@ -90,7 +90,7 @@ def run(rollouts: int, concurrency: int, single_rollouts: int, zygote: bool, war
     """zygote=False: the baseline, a kernel started from scratch in each sandbox on first use."""
     workers = [f"+{AGENT}.{key}={concurrency}" for key in ("max_init_workers", "max_run_workers", "max_eval_workers")]
     server = [
-        f"+{SERVER}.sandbox.kernel_zygote={str(zygote).lower()}",
+        f"+{SERVER}.sandbox.backend.kernel_zygote={str(zygote).lower()}",
         f"+{SERVER}.prestart_kernel={str(zygote).lower()}",
         f"+{SERVER}.warm_pool_size={warm_pool}",
     ]

@@ -68,7 +68,7 @@ async def pool_acquire(spec: SandboxSpec, samples: int) -> list[float]:
 async def run(args: argparse.Namespace, root: str) -> dict:
     results: dict = {"samples": args.samples, "concurrency": args.concurrency}
     for label, isolation in (("", "required"), ("no_isolation_", "none")):
-        spec = SandboxSpec(root_dir=root, isolation=isolation)
+        spec = SandboxSpec(root_dir=root, backend={"isolation": isolation})
         await sequential(spec, 3)  # warm the page cache
         seq = await sequential(spec, args.samples)
         conc = await concurrent(spec, args.concurrency, args.rounds)

@@ -28,6 +28,8 @@ import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 from yarl import URL
 
+from prorl_gym.errors import ProrlError
+
 JobStatus = Literal["running", "completed", "failed", "cancelled"]
 BATCH_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"  # no '/': a batch id is one URL path segment
 
@@ -132,7 +134,7 @@ def row_problem(row: Any) -> str | None:
 # ---------------------------------------------------------------------- the client
 
 
-class JobAPIError(Exception):
+class JobAPIError(ProrlError):
     """A request the server refused (4xx/5xx), with its reason."""
 
     def __init__(self, status: int, detail: str, body: Any = None):

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
+from prorl_gym.errors import ProrlError
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.runtime.process import kill_session
 
@@ -31,7 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-class StackError(RuntimeError):
+class StackError(ProrlError):
     pass
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from prorl_gym.errors import ProrlError
 from prorl_gym.stack import REPO_ROOT
 
 ENVS = ("math", "code", "stem", "swe")
@@ -28,7 +29,7 @@ class Split:
         return f"data/prepare_{env}.py" if script.exists() else None
 
 
-class SplitError(ValueError):
+class SplitError(ProrlError, ValueError):
     pass
 
 

@@ -12,6 +12,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
+from prorl_gym.errors import ProrlError
+
 
 class Stage(StrEnum):
     INIT = "init"
@@ -35,7 +37,7 @@ class Failure(BaseModel):
     message: str
 
 
-class RolloutFailure(Exception):
+class RolloutFailure(ProrlError):
     """Raised inside a stage to end the rollout with a typed failure."""
 
     def __init__(self, stage: Stage, type: FailureType, message: str):

@@ -34,6 +34,7 @@ from prorl_gym.client import (
     SubmitRequest,
     row_problem,
 )
+from prorl_gym.errors import ProrlError
 from prorl_gym.pipeline.failures import FailureType
 from prorl_gym.pipeline.metrics import percentile
 
@@ -53,7 +54,7 @@ TIMING_KEYS = (
 )
 
 
-class JobError(Exception):
+class JobError(ProrlError):
     """A refused request: the HTTP status and the reason the caller is told."""
 
     def __init__(self, status: int, detail: str, **extra: Any):

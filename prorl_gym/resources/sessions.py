@@ -16,16 +16,16 @@ import logging
 import time
 from pathlib import Path
 
+from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.zygote import KernelZygote
-from prorl_gym.sandbox import Sandbox, SandboxSpec, create_sandbox
+from prorl_gym.sandbox import Sandbox, SandboxSpec, create_sandbox, get_backend
 from prorl_gym.sandbox.leases import reap_stale
-from prorl_gym.sandbox.owner import owner_id
 from prorl_gym.sandbox.pool import SandboxPool
 
 log = logging.getLogger(__name__)
 
 
-class UnknownSessionError(LookupError):
+class UnknownSessionError(ProrlError, LookupError):
     """No live sandbox for this session: never seeded, already verified, or expired."""
 
 
@@ -70,8 +70,8 @@ class SandboxSessions:
         serves the server's default spec."""
         await self.release(session_id)
         if spec is not None and spec != self.spec:
-            same_python = spec.kernel_python == self.spec.kernel_python and spec.host_uid == self.spec.host_uid
-            sandbox = await create_sandbox(spec, zygote=self.zygote if same_python else None)
+            shares_zygote = self.zygote is not None and get_backend(spec).zygote_config(spec) == self.zygote.config
+            sandbox = await create_sandbox(spec, zygote=self.zygote if shares_zygote else None)
         else:
             sandbox = await (self.pool.acquire() if self.pool else create_sandbox(self.spec, zygote=self.zygote))
         if self._prepare:
@@ -115,11 +115,6 @@ class SandboxSessions:
 
 
 def kernel_zygote_for(spec: SandboxSpec) -> KernelZygote | None:
-    """The kernel zygote for this server's sandboxes (local backend), started with the sessions."""
-    if not spec.kernel_zygote or spec.backend != "local":
-        return None
-    from prorl_gym.sandbox.backends.bwrap import unprivileged_prefix
-
-    prefix = unprivileged_prefix(spec) if spec.isolation == "required" else []
-    log = f"{spec.root_dir}/.zygote-{owner_id()}.log"
-    return KernelZygote(spec.kernel_python, prefix, {"PATH": "/usr/local/bin:/usr/bin:/bin"}, log)
+    """The kernel zygote for this server's sandboxes, if their backend forks kernels; started with the sessions."""
+    config = get_backend(spec).zygote_config(spec)
+    return KernelZygote(config) if config is not None else None

@@ -14,17 +14,22 @@ import base64
 import posixpath
 import shlex
 
+from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.shell import PtyShell
 
 MAX_FILE_BYTES = 32 * 1024 * 1024
 
 
-class SandboxFileError(OSError):
+class SandboxFileError(ProrlError, OSError):
     """A file operation failed inside the sandbox (the message says why)."""
 
 
 class SandboxFileNotFound(SandboxFileError, FileNotFoundError):
     pass
+
+
+class SandboxFileTooLarge(SandboxFileError):
+    """A file, or content to write, beyond the file API's size limit."""
 
 
 class EditError(SandboxFileError, ValueError):
@@ -68,7 +73,7 @@ class SandboxFiles:
             raise SandboxFileError(f"could not read {target}: {out[-300:]}")
         data = base64.b64decode(payload)
         if len(data) > self.max_bytes:
-            raise SandboxFileError(f"file too large to read (> {self.max_bytes} bytes): {target}")
+            raise SandboxFileTooLarge(f"file too large to read (> {self.max_bytes} bytes): {target}")
         return data
 
     async def read(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
@@ -85,7 +90,7 @@ class SandboxFiles:
         """Create or overwrite a file (parents created); returns the absolute path."""
         data = content.encode() if isinstance(content, str) else content
         if len(data) > self.max_bytes:
-            raise SandboxFileError(f"content too large (> {self.max_bytes} bytes)")
+            raise SandboxFileTooLarge(f"content too large (> {self.max_bytes} bytes)")
         target = self.resolve(path)
         q = shlex.quote(target)
         parent = shlex.quote(posixpath.dirname(target) or "/")

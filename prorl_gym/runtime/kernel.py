@@ -35,6 +35,7 @@ import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
 from pydantic import BaseModel
 
+from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.fdwait import fd_event
 from prorl_gym.runtime.output import BoundedOutput
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap, signal_group
@@ -66,8 +67,9 @@ class KernelHost(Protocol):
     workspace: str
     sandbox_uid: int | None  # the sandbox's host uid, if it is not ours
     spawn_fds: dict[int, int]
-    init_pid: int | None  # pid 1 of the sandbox's namespaces, for a zygote to join
-    rlimits: dict[str, int | list[int]]
+    init_pid: int | None  # pid 1 of the sandbox's namespaces, for a zygote to join (None: none to join)
+    own_pid_namespace: bool  # the sandbox sees only its own processes
+    rlimits: dict[str, int | list[int]]  # what a forked kernel sets on itself (a wrapped one gets them from wrap)
 
     def wrap(self, argv: list[str]) -> list[str]: ...
 
@@ -82,7 +84,7 @@ def _client_context() -> zmq.asyncio.Context:
     return context
 
 
-class KernelError(RuntimeError):
+class KernelError(ProrlError):
     """The kernel could not be started."""
 
 

@@ -8,6 +8,7 @@ import asyncio
 import os
 import signal
 
+from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.fdwait import fd_event
 
 # Python ignores SIGPIPE and SIGXFSZ, and spawned children inherit ignored signals: give
@@ -64,7 +65,7 @@ def _try_reap(pid: int) -> int | None | type[_Gone]:
     return os.waitstatus_to_exitcode(status) if done == pid else None
 
 
-class StillRunning(TimeoutError):
+class StillRunning(ProrlError, TimeoutError):
     """The child did not exit within the wait: it is still ours to signal."""
 
 

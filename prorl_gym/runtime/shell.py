@@ -30,6 +30,7 @@ import time
 
 from pydantic import BaseModel
 
+from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.fdwait import fd_event
 from prorl_gym.runtime.output import BoundedOutput
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, StillRunning, exits_by_itself, reap, signal_group, wait_child
@@ -39,7 +40,7 @@ _HOLDBACK = 40  # longest possible marker: sep + 16 hex + ':' + 3 digits + sep, 
 _READ_CHUNK = 1 << 16
 
 
-class ShellError(RuntimeError):
+class ShellError(ProrlError):
     """The shell could not be started or died unrecoverably."""
 
 

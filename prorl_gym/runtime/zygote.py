@@ -14,26 +14,37 @@ import asyncio
 import json
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
 
+from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap, signal_group
 
 ZYGOTE_MAIN = Path(__file__).with_name("zygote_main.py")
 CHILD_FD = 3
 
 
-class ZygoteError(RuntimeError):
+class ZygoteError(ProrlError):
     pass
 
 
+@dataclass(frozen=True)
+class ZygoteConfig:
+    """How to start a zygote (a backend says, per sandbox spec); equal configs can share one."""
+
+    python: str  # the sandbox's interpreter, with ipykernel
+    prefix: tuple[str, ...]  # e.g. setpriv: the zygote runs as the sandbox uid, never root
+    env: tuple[tuple[str, str], ...]
+    log_path: str
+
+
 class KernelZygote:
-    def __init__(
-        self, python: str, prefix: list[str], env: dict[str, str], log_path: str, start_timeout_s: float = 60.0
-    ):
-        self._python = python
-        self._prefix = prefix  # e.g. setpriv: the zygote runs as the sandbox uid, never root
-        self._env = env
-        self._log_path = log_path
+    def __init__(self, config: ZygoteConfig, start_timeout_s: float = 60.0):
+        self.config = config
+        self._python = config.python
+        self._prefix = list(config.prefix)
+        self._env = dict(config.env)
+        self._log_path = config.log_path
         self._start_timeout_s = start_timeout_s
         self._channel: socket.socket | None = None
         self._lock = asyncio.Lock()

@@ -2,18 +2,12 @@
 # SPDX-License-Identifier: Apache-2.0
 """Sandboxes: a persistent shell, a lazy IPython kernel and files, behind one async API."""
 
-from prorl_gym.runtime.files import EditError, SandboxFileError, SandboxFileNotFound
+from prorl_gym.runtime.files import EditError, SandboxFileError, SandboxFileNotFound, SandboxFileTooLarge
 from prorl_gym.runtime.kernel import PythonResult
 from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.sandbox.backends.base import UnknownBackendError, get_backend
-from prorl_gym.sandbox.sandbox import (
-    Sandbox,
-    SandboxClosedError,
-    SandboxError,
-    SandboxKernelError,
-    SandboxStartError,
-    create_sandbox,
-)
+from prorl_gym.sandbox.errors import SandboxClosedError, SandboxError, SandboxKernelError, SandboxStartError
+from prorl_gym.sandbox.sandbox import Sandbox, create_sandbox
 from prorl_gym.sandbox.spec import Bind, Limits, SandboxSpec
 
 __all__ = [
@@ -26,6 +20,7 @@ __all__ = [
     "SandboxError",
     "SandboxFileError",
     "SandboxFileNotFound",
+    "SandboxFileTooLarge",
     "SandboxKernelError",
     "SandboxSpec",
     "SandboxStartError",

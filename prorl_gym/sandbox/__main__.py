@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import sys
 
-from prorl_gym.sandbox import SandboxError, SandboxSpec, UnknownBackendError, create_sandbox
+from prorl_gym.sandbox import SandboxError, SandboxSpec, UnknownBackendError, create_sandbox, get_backend
 
 
 async def _exec(backend: str, command: str, timeout: float) -> int:
@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     if not words:
         parser.error("give a command after --")
     try:
+        get_backend(args.backend)  # an unknown name is told as such, before any spec is built
         return asyncio.run(_exec(args.backend, " ".join(words), args.timeout))
     except (SandboxError, UnknownBackendError) as exc:
         print(f"error: {exc}", file=sys.stderr)

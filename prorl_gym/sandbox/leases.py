@@ -19,10 +19,14 @@ import shutil
 import signal
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from prorl_gym.sandbox.owner import owner_id, process_alive, process_start_time
+
+if TYPE_CHECKING:
+    from prorl_gym.sandbox.backends.base import Placement
 
 log = logging.getLogger(__name__)
 
@@ -105,14 +109,14 @@ async def reap_stale(root_dir: str | Path) -> list[str]:
     return reaped
 
 
-def lease_for(sandbox_id: str, backend: str, placement, ttl_s: float | None) -> Lease:
+def lease_for(sandbox_id: str, backend: str, placement: Placement, ttl_s: float | None) -> Lease:
     """A lease describing a placed sandbox (its pids, instance name, private dir)."""
-    pids = {pid: process_start_time(pid) for pid in getattr(placement, "pids", [])}
+    pids = {pid: process_start_time(pid) for pid in placement.pids}
     return Lease(
         sandbox_id=sandbox_id,
         backend=backend,
         pids=pids,
-        instance=getattr(placement, "instance", None),
+        instance=placement.instance,
         private_dir=str(placement.private_dir),
         ttl_s=ttl_s,
     )

@@ -30,8 +30,10 @@ from typing import Any
 
 from nemo_gym.sandbox import SandboxCreateError, SandboxExecResult, SandboxHandle, SandboxResources, SandboxStatus
 from nemo_gym.sandbox import SandboxSpec as GymSandboxSpec
+from pydantic import ValidationError
 
-from prorl_gym.sandbox.backends.base import BACKENDS
+from prorl_gym.sandbox.backends.base import get_backend
+from prorl_gym.sandbox.errors import SandboxClosedError, SandboxError
 from prorl_gym.sandbox.sandbox import Sandbox, create_sandbox
 from prorl_gym.sandbox.spec import SandboxSpec
 
@@ -83,9 +85,10 @@ class ProrlLocalProvider:
 
     def __init__(self, **options: Any) -> None:
         _check_fields(options, "provider")
-        self._base = SandboxSpec.model_validate(options)  # bad values fail at config time, not per sandbox
-        if self._base.backend not in BACKENDS:
-            raise ValueError(f"unknown prorl sandbox backend {self._base.backend!r}; known: {sorted(BACKENDS)}")
+        try:  # bad values fail at config time, not per sandbox
+            self._base = SandboxSpec.model_validate(options)
+        except ValidationError as exc:
+            raise ValueError(f"invalid prorl_local provider options: {exc}") from None
         self._sandboxes: dict[str, Sandbox] = {}
 
     def spec_for(self, spec: GymSandboxSpec) -> SandboxSpec:
@@ -116,25 +119,23 @@ class ProrlLocalProvider:
             derived["limits"] = limits
         _check_fields(spec.provider_options, "provider_options")
         ours = SandboxSpec.model_validate(_merge(_merge(self._base.model_dump(), derived), spec.provider_options))
-        if ours.image and ours.backend == "local":
-            # Running a task meant for an image on the host's /usr would give silently wrong results.
-            raise SandboxCreateError(
-                f"the local backend runs no images (got image={ours.image!r}); use provider_options "
-                "rootfs (a directory to use as /) or a backend that runs images"
-            )
+        try:
+            get_backend(ours).check(ours)
+        except ValueError as exc:
+            raise SandboxCreateError(f"prorl_local: {exc}") from exc
         return ours
 
     def _open(self, handle: SandboxHandle) -> Sandbox:
         sandbox = self._sandboxes.get(handle.sandbox_id)
         if sandbox is None or sandbox.closed:
-            raise RuntimeError(f"prorl_local sandbox {handle.sandbox_id!r} is closed or not from this provider")
+            raise SandboxClosedError(f"prorl_local sandbox {handle.sandbox_id!r} is closed or not from this provider")
         return sandbox
 
     async def create(self, spec: GymSandboxSpec) -> SandboxHandle:
         ours = self.spec_for(spec)
         try:
             sandbox = await create_sandbox(ours)  # returns once its shell answers: ready for exec and files
-        except (OSError, RuntimeError) as exc:  # SandboxStartError, IsolationUnavailable, ...
+        except SandboxError as exc:  # SandboxStartError, IsolationUnavailable, ...
             raise SandboxCreateError(f"prorl_local could not create a sandbox: {exc}") from exc
         self._sandboxes[sandbox.id] = sandbox
         # raw lets status() tell "closed by us" (STOPPED) from "never ours" (UNKNOWN).

@@ -22,27 +22,12 @@ from prorl_gym.runtime.kernel import IPythonKernel, KernelError, PythonResult
 from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
 from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox.backends.base import Placement, get_backend
+from prorl_gym.sandbox.errors import SandboxClosedError, SandboxError, SandboxKernelError, SandboxStartError
 from prorl_gym.sandbox.leases import lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
 
 BASH_ARGV = ["bash", "--noprofile", "--norc", "--noediting", "-i"]
 EXIT_WAIT_S = 2.0  # at close, how long the shells' and kernel's wrappers may take to exit by themselves
-
-
-class SandboxError(RuntimeError):
-    pass
-
-
-class SandboxStartError(SandboxError):
-    pass
-
-
-class SandboxClosedError(SandboxError):
-    pass
-
-
-class SandboxKernelError(SandboxError):
-    """The Python kernel could not be started (limits, resources)."""
 
 
 class Sandbox:
@@ -151,9 +136,7 @@ class Sandbox:
                     output_limit=self.spec.output_limit_bytes,
                     start_timeout_s=self.spec.start_timeout_s,
                     interrupt_grace_s=max(self.spec.interrupt_grace_s, 1.0),
-                    zygote=self._zygote
-                    if self.placement.init_pid is not None or self.spec.isolation == "none"
-                    else None,
+                    zygote=self._zygote,
                 )
             return self._kernel
 
@@ -195,14 +178,12 @@ async def create_sandbox(
     spec = spec or SandboxSpec()
     sandbox_id = sandbox_id or secrets.token_hex(6)
     try:
-        placement = await get_backend(spec.backend).place(sandbox_id, spec)
-    except (OSError, RuntimeError) as exc:
-        if isinstance(exc, SandboxError):
-            raise
+        placement = await get_backend(spec).place(sandbox_id, spec)
+    except OSError as exc:  # backends raise SandboxStartError for what they foresee
         raise SandboxStartError(f"sandbox {sandbox_id} could not be placed: {exc}") from exc
     writing = None
     try:
-        lease = lease_for(sandbox_id, spec.backend, placement, spec.lease_ttl_s)
+        lease = lease_for(sandbox_id, spec.backend.kind, placement, spec.lease_ttl_s)
         writing = asyncio.ensure_future(asyncio.to_thread(write_lease, spec.root_dir, lease))
         await asyncio.shield(writing)
     except BaseException:

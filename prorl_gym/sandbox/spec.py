@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GiB = 1 << 30
@@ -50,31 +51,41 @@ class Bind(BaseModel):
     writable: bool = False
 
 
-class ApptainerOptions(BaseModel):
-    binary: str = "apptainer"  # or "singularity" (SingularityCE / older clusters)
-    fakeroot: bool = False  # --fakeroot: root inside, the user outside (needs subuid or user namespaces)
-    cache_dir: str | None = (
-        None  # where pulled .sif images are kept (default: $APPTAINER_CACHEDIR or ~/.apptainer/cache)
-    )
-    extra_args: list[str] = Field(default_factory=list)  # appended to `instance start`
+class BackendOptions(BaseModel):
+    """A backend's own options; `kind` names the backend (a key of backends.base.BACKENDS).
+
+    Each backend module defines its subclass (LocalOptions, ApptainerOptions, ...). In config,
+    `backend: apptainer` is short for `backend: {kind: apptainer}`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: str
+
+
+def _backend_options(value: Any) -> BackendOptions:
+    from prorl_gym.sandbox.backends.base import backend_class  # the registry imports this module
+
+    if isinstance(value, BackendOptions):
+        return value
+    if isinstance(value, str):
+        value = {"kind": value}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"backend must be a name or a mapping with `kind`, got {value!r}")
+    value = dict(value)
+    value.setdefault("kind", "local")
+    return backend_class(value["kind"]).options.model_validate(value)
 
 
 class SandboxSpec(BaseModel):
-    backend: str = "local"
-    # required: refuse to run without real isolation (bubblewrap). none: processes run as the
-    # server's user with the host's view of files: only for trusted code, and said loudly.
-    isolation: Literal["required", "none"] = "required"
+    # Where and how isolated: the backend and its own options (local: bubblewrap; apptainer; ...).
+    backend: Annotated[SerializeAsAny[BackendOptions], BeforeValidator(_backend_options)] = Field(
+        default_factory=lambda: _backend_options("local")
+    )
     network: bool = False  # off: the sandbox has its own empty network namespace
     root_dir: str = Field(default_factory=default_root_dir, description="Host directory for per-sandbox dirs.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment inside the sandbox.")
     workspace: str = "/workspace"  # the working directory (and HOME) inside an isolated sandbox
-    rootfs: str | None = None  # local backend: a directory to use as / (read-only) instead of the host's /usr
-    image: str | None = None  # apptainer backend: a .sif path or a docker:// URI (e.g. a SWE-bench image)
-    apptainer: ApptainerOptions = Field(default_factory=ApptainerOptions)
+    image: str | None = None  # a .sif path or a docker:// URI (e.g. a SWE-bench image), for backends that run images
     binds: list[Bind] = Field(default_factory=list)  # extra paths the task needs (read-only by default)
-    # When the server runs as root, sandboxes run as this unprivileged host uid. Not 65534: that is
-    # how unmapped owners (host root) show inside, and root's files must not look like the agent's.
-    host_uid: int = 100_000
     limits: Limits = Field(default_factory=Limits)
     lease_ttl_s: float | None = 6 * 3600  # a sandbox older than this is a leak: the reaper ends it
     output_limit_bytes: int = 16 * 1024
@@ -85,6 +96,7 @@ class SandboxSpec(BaseModel):
     kernel_python: str = Field(
         default_factory=default_python, description="Interpreter inside the sandbox with ipykernel."
     )
-    # local backend: fork Python kernels from one pre-imported interpreter per server (~130 CPU-ms
-    # instead of ~600 per kernel); each sandbox still gets a fresh kernel of its own.
-    kernel_zygote: bool = True
+
+    def with_backend(self, **options: Any) -> SandboxSpec:
+        """This spec with some of its backend's options changed."""
+        return self.model_copy(update={"backend": self.backend.model_copy(update=options)})

@@ -152,11 +152,12 @@ async def run_tests(
     nonce = secrets.token_hex(16)
     spec = eval_sandbox_spec(base, limits)
     files = await asyncio.to_thread(_harness_files)
+    sandbox = await create_sandbox(spec)  # SandboxError propagates: an eval error
     run_spec = tests.model_dump() | {
         "nonce": nonce,
         # Own pid namespace (bwrap, apptainer --containall): the runner may end every process
-        # but its own line. With isolation "none" it sees the host's processes: never.
-        "own_pid_namespace": spec.isolation == "required",
+        # but its own line. Without isolation it sees the host's processes: never.
+        "own_pid_namespace": sandbox.placement.own_pid_namespace,
         "python": spec.kernel_python,
         "harness_dir": HARNESS,
         "workdir": spec.workspace,
@@ -167,9 +168,8 @@ async def run_tests(
         "memory_bytes": limits.memory_mb * MiB,
         "max_output_bytes": int(limits.max_output_mb * MiB),
     }
-    spec_json = await asyncio.to_thread(json.dumps, run_spec)
-    sandbox = await create_sandbox(spec)  # SandboxError propagates: an eval error
     try:
+        spec_json = await asyncio.to_thread(json.dumps, run_spec)
         try:
             for name, data in files.items():
                 await sandbox.write_file(f"{HARNESS}/{name}", data)

@@ -15,8 +15,10 @@ import json
 import sys
 from typing import Any
 
+from prorl_gym.errors import ProrlError
 
-class VerifierError(RuntimeError):
+
+class VerifierError(ProrlError):
     """The checker raised: the verification itself failed (not a wrong answer)."""
 
 

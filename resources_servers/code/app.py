@@ -24,7 +24,7 @@ from prorl_gym.resources.server import (
     SeedSessionRequest,
 )
 from prorl_gym.resources.transcript import count_tool_calls, final_assistant_text
-from prorl_gym.sandbox import Sandbox, SandboxError, SandboxFileError, SandboxFileNotFound
+from prorl_gym.sandbox import Sandbox, SandboxError, SandboxFileError, SandboxFileNotFound, SandboxFileTooLarge
 from prorl_gym.verify.code_check import (
     MAX_SOLUTION_BYTES,
     CodeLimits,
@@ -109,9 +109,9 @@ class CodeResourcesServer(SandboxResourcesServer):
             data = await sandbox.read_bytes(path)
         except SandboxFileNotFound:
             return None, "answer_file_missing"
-        except SandboxFileError as exc:
-            if "too large" in str(exc):
-                return None, "solution_too_large"
+        except SandboxFileTooLarge:
+            return None, "solution_too_large"
+        except SandboxFileError:
             return None, "answer_file_unreadable"
         if len(data) > MAX_SOLUTION_BYTES:
             return None, "solution_too_large"

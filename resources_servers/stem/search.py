@@ -24,6 +24,8 @@ import aiohttp
 from pydantic import BaseModel, Field, ValidationError, model_validator
 from rank_bm25 import BM25Okapi
 
+from prorl_gym.errors import ProrlError
+
 MAX_PASSAGE_CHARS = 2000  # per passage shown to the policy, whatever the backend returns
 MAX_REPLY_BYTES = 1 << 20
 
@@ -51,7 +53,7 @@ class Passage(BaseModel):
     score: float | None = None
 
 
-class SearchError(RuntimeError):
+class SearchError(ProrlError):
     """The search failed; the message goes back to the policy."""
 
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from prorl_gym.errors import ProrlError
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec
-from prorl_gym.sandbox.backends.local import untraversable_parent
 from prorl_gym.sandbox.spec import REPO_ROOT, Bind
 
 REPO_MOUNT = "/task/repo"  # the prepared repository inside sandboxes, read-only (as app.py binds it)
@@ -74,7 +74,7 @@ GIT_OPTS = [
 ]
 
 
-class RepoPrepError(RuntimeError):
+class RepoPrepError(ProrlError):
     """The task's repository could not be prepared (download, checksum, patch, base commit)."""
 
 
@@ -130,12 +130,6 @@ def task_spec(spec: SandboxSpec, row: Any, repo_dir: Path | None) -> SandboxSpec
         return spec.model_copy(update={"image": env.image, "env": spec.env | extra | GIT_SAFE}, deep=True)
     if repo_dir is None:
         raise RepoPrepError("a local SWE row needs its prepared repository (prepare_repo)")
-    if (
-        os.geteuid() == 0
-        and spec.isolation == "required"
-        and (blocked := untraversable_parent(Path(repo_dir), spec.host_uid))
-    ):
-        raise RepoPrepError(f"{repo_dir} is not reachable by the sandbox uid {spec.host_uid}: chmod o+x {blocked}")
     binds = [b for b in spec.binds if b.dst != REPO_MOUNT] + [Bind(src=str(repo_dir), dst=REPO_MOUNT)]
     return spec.model_copy(update={"binds": binds, "env": spec.env | extra}, deep=True)
 

@@ -21,8 +21,10 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from prorl_gym.errors import ProrlError
 
-class Unavailable(Exception):
+
+class Unavailable(ProrlError):
     """No endpoint can serve this request; `status` is the HTTP status to answer with."""
 
     def __init__(self, reason: str, status: int = 503):

@@ -25,6 +25,7 @@ from prorl_gym.sandbox.backends import apptainer
 from prorl_gym.sandbox.backends.apptainer import (
     ApptainerBackend,
     ApptainerError,
+    ApptainerOptions,
     exec_prefix,
     host_env,
     instance_name,
@@ -36,7 +37,7 @@ from prorl_gym.sandbox.backends.apptainer import (
     sif_path,
 )
 from prorl_gym.sandbox.owner import owner_id
-from prorl_gym.sandbox.spec import ApptainerOptions, Bind, Limits
+from prorl_gym.sandbox.spec import Bind, Limits
 
 PRIVATE = Path("/tmp/prorl-1000/abc123")
 NAME = "prorl-node1-42-777-abc123"
@@ -105,7 +106,7 @@ def test_network_fakeroot_binds_and_extra_args(venv):
         venv,
         network=True,
         workspace="/testbed",
-        apptainer=ApptainerOptions(fakeroot=True, extra_args=["--nv"]),
+        backend=ApptainerOptions(fakeroot=True, extra_args=("--nv",)),
         binds=[Bind(src="/data/set"), Bind(src="/scratch/out", dst="/out", writable=True)],
     )
     argv = instance_start_argv(spec, NAME, PRIVATE, "/img/u.sif")
@@ -178,7 +179,7 @@ def test_exec_prefix_cleans_the_environment_and_passes_ours(venv):
 
 
 def test_singularity_binary_is_honoured_everywhere(venv):
-    spec = spec_for(venv, apptainer=ApptainerOptions(binary="singularity"))
+    spec = spec_for(venv, backend=ApptainerOptions(binary="singularity"))
     assert instance_start_argv(spec, NAME, PRIVATE, "x")[0] == "singularity"
     assert exec_prefix(spec, NAME)[0] == "singularity"
     join = join_argv(spec, NAME, {}, shell=True)
@@ -260,7 +261,7 @@ def test_registered_backend():
 
 
 async def test_missing_binary_names_what_to_install(sandbox_root, venv):
-    spec = spec_for(venv, root_dir=sandbox_root, apptainer=ApptainerOptions(binary="no-such-apptainer-binary"))
+    spec = spec_for(venv, root_dir=sandbox_root, backend=ApptainerOptions(binary="no-such-apptainer-binary"))
     with pytest.raises(SandboxStartError, match="module load apptainer"):
         await create_sandbox(spec)
 
@@ -331,11 +332,10 @@ async def test_full_sandbox_api_through_the_fake(fake, sandbox_root, tmp_path, m
     image = tmp_path / "u.sif"
     image.write_text("sif")
     spec = SandboxSpec(
-        backend="apptainer",
         image=str(image),
         root_dir=sandbox_root,
         workspace=str(workspace),
-        apptainer=ApptainerOptions(binary=str(fake)),
+        backend=ApptainerOptions(binary=str(fake)),
         env={"GREETING": "a,b", "OPTS": "-X=1,y"},
         limits=Limits(processes=None),  # the fake runs on the host: nproc would count all our tasks here
         command_timeout_s=10,
@@ -364,9 +364,7 @@ async def test_full_sandbox_api_through_the_fake(fake, sandbox_root, tmp_path, m
 async def test_failed_start_leaves_nothing(fake, sandbox_root, tmp_path):
     image = tmp_path / "broken.sif"
     image.write_text("")
-    spec = SandboxSpec(
-        backend="apptainer", image=str(image), root_dir=sandbox_root, apptainer=ApptainerOptions(binary=str(fake))
-    )
+    spec = SandboxSpec(image=str(image), root_dir=sandbox_root, backend=ApptainerOptions(binary=str(fake)))
     with pytest.raises(SandboxStartError, match="could not open image"):
         await create_sandbox(spec, sandbox_id="s1")
     assert not (Path(sandbox_root) / "s1").exists()
@@ -377,11 +375,10 @@ async def test_docker_images_come_from_the_cache_pulled_once(fake, sandbox_root,
     cache = tmp_path / "cache"
     uri = "docker://ghcr.io/org/task:1"
     spec = SandboxSpec(
-        backend="apptainer",
         image=uri,
         root_dir=sandbox_root,
         workspace=str(tmp_path),
-        apptainer=ApptainerOptions(binary=str(fake), cache_dir=str(cache)),
+        backend=ApptainerOptions(binary=str(fake), cache_dir=str(cache)),
     )
     placements = await asyncio.gather(*(ApptainerBackend().place(f"s{i}", spec) for i in range(3)))
     pulls = [c["argv"] for c in calls(fake) if c["argv"][0] == "pull"]

@@ -20,7 +20,7 @@ OWNER = textwrap.dedent(
 
     async def main(root, mark):
         for isolation in ("required", "none"):
-            sb = await create_sandbox(SandboxSpec(root_dir=root, isolation=isolation))
+            sb = await create_sandbox(SandboxSpec(root_dir=root, backend={"isolation": isolation}))
             await sb.bash(f"sleep {mark}.{len(isolation)} & setsid sleep {mark + 1}.{len(isolation)} & true")
         print("ready", flush=True)
         await asyncio.sleep(3600)

@@ -20,6 +20,7 @@ from nemo_gym.sandbox import (
     list_providers,
 )
 
+from prorl_gym.sandbox import SandboxClosedError
 from prorl_gym.sandbox.nemo_gym_provider import RUNTIME_RETURN_CODE, ProrlLocalProvider
 
 
@@ -111,7 +112,7 @@ async def test_provider_close_is_idempotent(provider_config, sandbox_root):
     await provider.close(handle)
     assert await provider.status(handle) == SandboxStatus.STOPPED
     assert sandbox_dirs(sandbox_root) == []
-    with pytest.raises(RuntimeError, match="closed"):
+    with pytest.raises(SandboxClosedError, match="closed"):
         await provider.exec(handle, "true")
     await provider.aclose()
 
@@ -163,15 +164,15 @@ def test_spec_mapping(provider_config):
     )
     assert (ours.limits.memory_bytes, ours.limits.workspace_bytes) == (2048 << 20, 2 << 30)
     assert (ours.limits.cpu_time_s, ours.limits.processes) == (5, 64)  # merged, not replaced
-    assert (ours.isolation, ours.backend, ours.command_timeout_s) == ("required", "local", 10)
+    assert (ours.backend.isolation, ours.backend.kind, ours.command_timeout_s) == ("required", "local", 10)
 
 
 async def test_rejects_what_it_cannot_honour(provider_config):
     with pytest.raises(ValueError, match="Unknown prorl_local provider option.*bogus"):
         create_provider({"prorl_local": {"bogus": 1}})
     with pytest.raises(ValueError):
-        create_provider({"prorl_local": {"isolation": "sometimes"}})
-    with pytest.raises(ValueError, match="unknown prorl sandbox backend"):
+        create_provider({"prorl_local": {"backend": {"isolation": "sometimes"}}})
+    with pytest.raises(ValueError, match="unknown sandbox backend"):
         create_provider({"prorl_local": {"backend": "nowhere"}})
     provider = create_provider(provider_config)
     with pytest.raises(ValueError, match="provider_options.*bogus"):

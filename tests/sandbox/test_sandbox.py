@@ -13,8 +13,10 @@ from prorl_gym.sandbox import (
     EditError,
     Sandbox,
     SandboxClosedError,
+    SandboxSpec,
     UnknownBackendError,
     create_sandbox,
+    get_backend,
 )
 from prorl_gym.sandbox.leases import read_leases, write_lease
 
@@ -91,9 +93,11 @@ async def test_async_with_closes(sandbox_spec):
     assert sandbox.closed
 
 
-async def test_unknown_backend_is_a_clear_error(sandbox_spec):
+async def test_unknown_backend_is_a_clear_error_at_config_time(sandbox_spec):
+    with pytest.raises(ValueError, match="unknown sandbox backend 'nope'; known: \\['apptainer', 'local'\\]"):
+        SandboxSpec.model_validate(sandbox_spec.model_dump() | {"backend": "nope"})
     with pytest.raises(UnknownBackendError, match="known: \\['apptainer', 'local'\\]"):
-        await create_sandbox(sandbox_spec.model_copy(update={"backend": "nope"}))
+        get_backend("nope")
 
 
 async def test_sandboxes_are_independent(sandbox_spec):

@@ -35,7 +35,7 @@ LIMITS = Limits(
     cpu_time_s=20,
 )
 SPEC = SandboxSpec()  # for defaults (host_uid)
-SANDBOX_UID = SPEC.host_uid if os.geteuid() == 0 else os.getuid()
+SANDBOX_UID = SPEC.backend.host_uid if os.geteuid() == 0 else os.getuid()
 # The run dir (kernel sockets) is the only host directory bound writable: an agent finds it in its mount table.
 FIND_RUN_DIR = "R=$(awk '$2 ~ /^\\/tmp\\/.*\\/run$/ {print $2}' /proc/self/mounts)"
 

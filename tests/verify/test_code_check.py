@@ -325,7 +325,7 @@ async def test_without_isolation_no_process_outside_the_run_is_touched(base):
     end any of them, only its own descendants."""
     bystander = subprocess.Popen(["sleep", "60"])
     try:
-        unisolated = base.model_copy(update={"isolation": "none"})
+        unisolated = base.with_backend(isolation="none")
         assert (await run(GOOD_ADD, ADD, unisolated))["reward"] == 1.0
         assert bystander.poll() is None
     finally:

@@ -34,12 +34,13 @@ import shutil
 import signal
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from prorl_gym.sandbox.backends.bwrap import python_dirs
+from prorl_gym.sandbox.errors import SandboxStartError
 from prorl_gym.sandbox.limits import ulimit_command
 from prorl_gym.sandbox.owner import owner_id
-from prorl_gym.sandbox.spec import SandboxSpec
+from prorl_gym.sandbox.spec import BackendOptions, SandboxSpec
 
 if TYPE_CHECKING:
     from prorl_gym.sandbox.leases import Lease
@@ -69,8 +70,18 @@ HOST_KEYS = (
 PROXY_KEYS = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
 
 
-class ApptainerError(RuntimeError):
+class ApptainerError(SandboxStartError):
     pass
+
+
+class ApptainerOptions(BackendOptions):
+    kind: Literal["apptainer"] = "apptainer"
+    binary: str = "apptainer"  # or "singularity" (SingularityCE / older clusters)
+    fakeroot: bool = False  # --fakeroot: root inside, the user outside (needs subuid or user namespaces)
+    cache_dir: str | None = (
+        None  # where pulled .sif images are kept (default: $APPTAINER_CACHEDIR or ~/.apptainer/cache)
+    )
+    extra_args: tuple[str, ...] = ()  # appended to `instance start`
 
 
 # ---------------------------------------------------------------- pure command builders (unit-tested)
@@ -99,11 +110,11 @@ def instance_start_argv(
     spec: SandboxSpec, name: str, private_dir: Path, image: str, binary: str | None = None
 ) -> list[str]:
     run = private_dir / "run"
-    argv = [binary or spec.apptainer.binary, "instance", "start", "--containall", "--no-home", "--writable-tmpfs"]
+    argv = [binary or spec.backend.binary, "instance", "start", "--containall", "--no-home", "--writable-tmpfs"]
     argv += ["--workdir", str(private_dir / "work")]
     if not spec.network:
         argv += ["--net", "--network", "none"]
-    if spec.apptainer.fakeroot:
+    if spec.backend.fakeroot:
         argv.append("--fakeroot")
     control = private_dir / "ctl"  # kernel connection files: read-only inside
     argv += (
@@ -113,7 +124,7 @@ def instance_start_argv(
         argv += _bind(path, path, False) if os.path.isdir(path) else []
     for bind in spec.binds:
         argv += _bind(bind.src, bind.dst or bind.src, bind.writable)
-    return argv + list(spec.apptainer.extra_args) + [image, name]
+    return argv + list(spec.backend.extra_args) + [image, name]
 
 
 def container_env(spec: SandboxSpec) -> dict[str, str]:
@@ -135,7 +146,7 @@ def _env_arg(key: str, value: str) -> str:
 
 
 def exec_prefix(spec: SandboxSpec, name: str, binary: str | None = None) -> list[str]:
-    argv = [binary or spec.apptainer.binary, "--quiet", "exec", "--cleanenv", "--pwd", spec.workspace]
+    argv = [binary or spec.backend.binary, "--quiet", "exec", "--cleanenv", "--pwd", spec.workspace]
     for key, value in container_env(spec).items():
         argv += ["--env", _env_arg(key, value)]
     return argv + [f"instance://{name}", "/usr/bin/env", f"HOME={spec.env.get('HOME', spec.workspace)}"]
@@ -154,7 +165,7 @@ def join_argv(
     """The host command line before argv: `apptainer exec` with only the host environment the
     binary needs (the spawn environment is the driver's, meant for inside); for a shell, a tiny
     sh first forwards its prompt variables."""
-    binary = binary or spec.apptainer.binary
+    binary = binary or spec.backend.binary
     pairs = [f"{key}={value}" for key, value in host.items()]
     head = ["/bin/sh", "-c", forward_script(binary), "prorl-apptainer-exec"] if shell else ["/usr/bin/env", "-i"]
     return head + pairs + exec_prefix(spec, name, binary)
@@ -259,6 +270,7 @@ class ApptainerPlacement:
         self.sandbox_uid: int | None = None  # the sandbox runs as the server's user (never as root)
         self.spawn_fds: dict[int, int] = {}
         self.init_pid: int | None = None  # kernels join through `apptainer exec`, not a zygote
+        self.own_pid_namespace = True  # --containall
         self.rlimits: dict[str, int | list[int]] = {}
         self.python = spec.kernel_python
         self.instance = instance_name(sandbox_id)  # recorded in the lease, for the reaper
@@ -277,7 +289,7 @@ class ApptainerPlacement:
         if not image:
             raise ApptainerError("the apptainer backend needs sandbox.image: a .sif path or a docker:// URI")
         if "://" in image:  # the pre-pulled .sif; pulled here (once per image) if it is missing
-            image = str(await pull_image(image, spec.apptainer.cache_dir, self._binary))
+            image = str(await pull_image(image, spec.backend.cache_dir, self._binary))
         elif not os.path.exists(image):
             raise ApptainerError(f"image {image} does not exist")
         argv = instance_start_argv(spec, self.instance, self.private_dir, image, self._binary)
@@ -311,10 +323,18 @@ def running_as_root() -> bool:  # a function: tests with a fake apptainer may ru
 
 
 class ApptainerBackend:
+    options = ApptainerOptions
+
+    def check(self, spec: SandboxSpec) -> None:
+        pass  # the image is checked at placement: a row may bring its own
+
+    def zygote_config(self, spec: SandboxSpec) -> None:
+        return None  # kernels join the instance through `apptainer exec`, each a process of its own
+
     async def place(self, sandbox_id: str, spec: SandboxSpec) -> ApptainerPlacement:
-        binary = shutil.which(spec.apptainer.binary)
+        binary = shutil.which(spec.backend.binary)
         if binary is None:
-            raise ApptainerError(f"{spec.apptainer.binary!r} not found on PATH: {INSTALL_HINT}")
+            raise ApptainerError(f"{spec.backend.binary!r} not found on PATH: {INSTALL_HINT}")
         if running_as_root():  # no user namespace then: the sandbox would be host root
             raise ApptainerError("refusing to run Apptainer sandboxes as root: run the server as an unprivileged user")
         private_dir = Path(spec.root_dir) / sandbox_id

@@ -1,45 +1,41 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""The backend interface: where a sandbox runs, and how commands are wrapped to run there.
+"""The backend contract: where a sandbox runs, and how commands are wrapped to run there.
 
 A backend places a sandbox (private directories, an instance, ...) and returns a Placement;
 the runtimes (pty bash, IPython kernel, file shell) then spawn their processes through
-`Placement.wrap`, so the same drivers work for every backend.
+`Placement.wrap`, so the same drivers work for every backend. Adding a backend: one module
+with its options model (a BackendOptions subclass) and a class implementing `Backend`, plus
+one line in BACKENDS. Nothing outside the backend looks at its name.
 """
 
 from __future__ import annotations
 
 import importlib
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from prorl_gym.sandbox.spec import SandboxSpec
+from prorl_gym.errors import ProrlError
+from prorl_gym.runtime.kernel import KernelHost
+from prorl_gym.runtime.zygote import ZygoteConfig
+from prorl_gym.sandbox.spec import BackendOptions, SandboxSpec
 
 if TYPE_CHECKING:
     from prorl_gym.sandbox.leases import Lease
 
 
-class Placement(Protocol):
+class Placement(KernelHost, Protocol):
+    """One placed sandbox. The KernelHost part is what a Python kernel needs; the rest is what
+    the Sandbox, the shells and the lease need. Every attribute is set by every backend."""
+
     sandbox_id: str
     private_dir: Path  # host directory of this sandbox (removed on close)
-    workspace: str  # the working directory, as seen inside the sandbox
-    socket_dir: Path  # kernel sockets; the same absolute path inside and outside
-    control_dir: Path  # kernel connection files: readable inside, never writable
-    log_dir: Path  # logs of processes started inside: not reachable from inside
-    sandbox_uid: int | None  # the host uid of the sandbox's processes, if not the server's
-    spawn_fds: dict[int, int]  # fds a process joining the sandbox needs: child fd -> ours
-    python: str  # interpreter inside the sandbox that can run ipykernel
-
-    def wrap(self, argv: list[str]) -> list[str]:
-        """The host command line that runs `argv` inside this sandbox."""
-        ...
+    pids: list[int]  # host processes that hold the sandbox: the reaper kills them if the owner dies
+    instance: str | None  # the backend's own name for the sandbox (an Apptainer instance), if any
 
     def wrap_shell(self, argv: list[str]) -> tuple[list[str], str]:
         """Like wrap, for an interactive bash: (command line, bash commands to run first)."""
-        ...
-
-    def environment(self) -> dict[str, str]:
-        """The environment for processes started inside the sandbox."""
         ...
 
     async def close(self) -> None:
@@ -48,10 +44,21 @@ class Placement(Protocol):
 
 
 class Backend(Protocol):
+    options: ClassVar[type[BackendOptions]]  # this backend's part of SandboxSpec.backend
+
     async def place(self, sandbox_id: str, spec: SandboxSpec) -> Placement: ...
 
     async def reap(self, lease: Lease) -> None:
         """End whatever of a dead owner's sandbox still runs (the reaper removes its files)."""
+        ...
+
+    def zygote_config(self, spec: SandboxSpec) -> ZygoteConfig | None:
+        """How to start a kernel zygote whose forks can join this spec's sandboxes; None: no zygote
+        (kernels start as processes of their own). Sandboxes share a zygote when configs are equal."""
+        ...
+
+    def check(self, spec: SandboxSpec) -> None:
+        """Refuse, at config time, a spec this backend cannot honour (raise ValueError)."""
         ...
 
 
@@ -62,14 +69,21 @@ BACKENDS: dict[str, str] = {
 }
 
 
-class UnknownBackendError(ValueError):
+class UnknownBackendError(ProrlError, ValueError):
     pass
 
 
-def get_backend(name: str) -> Backend:
+@cache
+def backend_class(name: str) -> type[Backend]:
     try:
         target = BACKENDS[name]
     except KeyError:
         raise UnknownBackendError(f"unknown sandbox backend {name!r}; known: {sorted(BACKENDS)}") from None
     module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)()
+    return getattr(importlib.import_module(module), cls)
+
+
+def get_backend(spec_or_name: SandboxSpec | str) -> Backend:
+    """The backend of a spec (or by name)."""
+    name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.backend.kind
+    return backend_class(name)()

@@ -46,6 +46,7 @@ from pathlib import Path
 
 from prorl_gym.runtime.fdwait import fd_event
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, exits_by_itself, kill_session, reap
+from prorl_gym.sandbox.errors import SandboxStartError
 from prorl_gym.sandbox.limits import prlimit_prefix, rlimits, ulimit_command
 from prorl_gym.sandbox.spec import SandboxSpec
 
@@ -73,7 +74,7 @@ ETC_FILES = (
 ETC_NETWORK_FILES = ("resolv.conf", "ssl", "ca-certificates", "gai.conf")
 
 
-class IsolationUnavailable(RuntimeError):
+class IsolationUnavailable(SandboxStartError):
     pass
 
 
@@ -89,8 +90,8 @@ def find_bwrap() -> str | None:
 
 def unprivileged_prefix(spec: SandboxSpec) -> list[str]:
     """Run as an unprivileged uid if we are root; never gain privileges (setuid binaries) inside."""
-    if os.geteuid() == 0 and spec.host_uid != 0:
-        uid = spec.host_uid
+    if os.geteuid() == 0 and spec.backend.host_uid != 0:
+        uid = spec.backend.host_uid
         return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
     return ["setpriv", "--no-new-privs", "--"]
 
@@ -114,7 +115,7 @@ def python_dirs(python: str) -> list[str]:
 
 def sandbox_uid_for(spec: SandboxSpec) -> int:
     """The uid of the sandbox's processes, on the host and inside (the same: no remapping)."""
-    return spec.host_uid if os.geteuid() == 0 and spec.host_uid != 0 else os.getuid()
+    return spec.backend.host_uid if os.geteuid() == 0 and spec.backend.host_uid != 0 else os.getuid()
 
 
 def shared_etc(spec: SandboxSpec) -> Path:
@@ -168,8 +169,8 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int, e
     ]
     if spec.network:
         argv.append("--share-net")
-    if spec.rootfs:
-        argv += ["--ro-bind", spec.rootfs, "/"]
+    if spec.backend.rootfs:
+        argv += ["--ro-bind", spec.backend.rootfs, "/"]
     else:
         argv += ["--ro-bind", "/usr", "/usr"]
         for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
@@ -178,7 +179,7 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int, e
             elif os.path.isdir(top):
                 argv += ["--ro-bind", top, top]
         argv += ["--ro-bind", str(etc_dir), "/etc"]
-    if spec.rootfs:  # the image's own /etc, with our user in it
+    if spec.backend.rootfs:  # the image's own /etc, with our user in it
         argv += [
             "--ro-bind",
             str(etc_dir / "passwd"),
@@ -218,11 +219,13 @@ class BwrapPlacement:
         self.python = spec.kernel_python
         # Who the sandbox's processes are on the host, if not us (then the kernel's socket
         # directory can be taken back from them once the sockets are bound).
-        self.sandbox_uid = sandbox_uid_for(spec) if os.geteuid() == 0 and spec.host_uid != 0 else None
+        self.sandbox_uid = sandbox_uid_for(spec) if os.geteuid() == 0 and spec.backend.host_uid != 0 else None
         self._spec = spec
         self._bwrap = bwrap
         self.holder_pid = -1  # the bwrap process, our child
         self.init_pid = -1  # pid 1 of the sandbox, as the host sees it
+        self.own_pid_namespace = True
+        self.instance: str | None = None  # the holder's pids identify it
         self._userns_fd = -1
         self._nsenter: list[str] = []
         self._closed = False

@@ -19,7 +19,7 @@ import pytest
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from resources_servers.swe.evaluate import agent_diff, evaluate_patch, is_protected, parse_pytest, split_patch
 from resources_servers.swe.prompts import build_row
-from resources_servers.swe.repos import RepoCache, prepare_repo, repo_env, stage_repo, task_spec
+from resources_servers.swe.repos import RepoCache, RepoPrepError, prepare_repo, repo_env, stage_repo, task_spec
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXAMPLES = [json.loads(line) for line in (DATA / "example.jsonl").read_text().splitlines()]
@@ -166,7 +166,7 @@ async def test_base_commit_is_deterministic(tmp_path):
         (tmp_path / name / "sdists").symlink_to(shared.parents[1] / "sdists")
     cache = RepoCache(tmp_path / "cache")
     await cache.prepare(row)  # raises if HEAD != base_commit
-    with pytest.raises(RuntimeError, match="base_commit"):
+    with pytest.raises(RepoPrepError, match="base_commit"):
         await RepoCache(tmp_path / "other").prepare(row | {"base_commit": "0" * 40})
 
 

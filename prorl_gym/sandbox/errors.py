@@ -1,0 +1,21 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""What can go wrong with a sandbox itself (not with the code run inside it)."""
+
+from prorl_gym.errors import ProrlError
+
+
+class SandboxError(ProrlError):
+    """The sandbox failed: it could not start, is closed, or lost a part (shell, kernel)."""
+
+
+class SandboxStartError(SandboxError):
+    """A sandbox could not be placed or started (isolation unavailable, a backend failure, limits)."""
+
+
+class SandboxClosedError(SandboxError):
+    pass
+
+
+class SandboxKernelError(SandboxError):
+    """The Python kernel could not be started (limits, resources)."""
