@@ -50,10 +50,15 @@ link-venvs:
 	  mkdir -p .venvs/$$d && ln -sfn $(CURDIR)/$(VENV) .venvs/$$d/.venv; \
 	done
 
-demo: setup link-venvs
+# configs/<env>.yaml and configs/all.yaml for ng_run, composed from the environments found.
+.PHONY: configs
+configs: setup
+	@$(PY) -m prorl_gym.environments configs >/dev/null
+
+demo: setup link-venvs configs
 	$(PY) -m prorl_gym.demo
 
-test: setup link-venvs lint
+test: setup link-venvs configs lint
 	$(PY) -m pytest -q
 
 # ruff: NeMo Gym's settings (line length 119, isort); config in pyproject.toml.
@@ -66,21 +71,23 @@ SPLIT ?= validation
 REPEATS ?= 4
 POLICY ?= scripted
 .PHONY: eval
-eval: setup link-venvs
-	@if [ -z "$(ENV)" ]; then echo "usage: make eval ENV=math|code|stem|swe [SPLIT=validation] [REPEATS=4] [LIMIT=N] [POLICY=URL MODEL=NAME]"; exit 2; fi
+eval: setup link-venvs configs
+	@if [ -z "$(ENV)" ]; then echo "usage: make eval ENV=<environment: make envs lists them> [SPLIT=validation] [REPEATS=4] [LIMIT=N] [POLICY=URL MODEL=NAME]"; exit 2; fi
 	$(PY) -m prorl_gym.evaluation --env $(ENV) --split $(SPLIT) --repeats $(REPEATS) $(if $(LIMIT),--limit $(LIMIT)) \
 	  $(if $(filter-out scripted,$(POLICY)),--policy-base-url $(POLICY) --policy-model $(MODEL)) $(if $(OUT),--out $(OUT))
 
 BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput pipeline_overlap
-bench: setup
+bench: setup link-venvs configs
 	@mkdir -p results/bench
 	@for b in $(BENCHMARKS); do echo "== $$b"; $(PY) -m benchmarks.$$b | tee results/bench/$$b.log | tail -1; done
 
+# Every environment's data/prepare.py.
 data: setup
-	$(PY) data/prepare_math.py
-	$(PY) data/prepare_code.py
-	$(PY) data/prepare_stem.py
-	$(PY) data/prepare_swe.py
+	@set -e; for script in resources_servers/*/data/prepare.py; do echo "== $$script"; $(PY) $$script; done
+
+.PHONY: envs
+envs: setup
+	@$(PY) -m prorl_gym.environments
 
 clean:
 	rm -rf $(VENV) .venvs results .pytest_cache

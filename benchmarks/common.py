@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""What every benchmark shares: percentiles, a traversable sandbox root, the JSON output."""
+"""What every benchmark shares: a traversable sandbox root, the fd limit, the JSON output."""
 
 from __future__ import annotations
 
@@ -9,24 +9,14 @@ import json
 import os
 import resource
 import shutil
-import statistics
 import tempfile
 from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results" / "bench"
 
 
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
-
-
 def ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
-
-
-def median_ms(samples: list[float]) -> float:
-    return ms(statistics.median(samples))
 
 
 @contextlib.contextmanager

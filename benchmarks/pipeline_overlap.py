@@ -6,7 +6,7 @@
 
 The rollout_throughput workload (5-turn math rollouts, scripted policy answering at once,
 a sandbox and fresh kernel per rollout) with every EVAL made `--eval-delay-s` slower (the
-resources server's eval_delay_s: a slow verifier), all rollouts submitted at once to the
+math server run as benchmarks/slow_verify_math.py: a slow verifier), all rollouts submitted at once to the
 agent's /run. Staged: `--run-workers` RUN workers, INIT and EVAL pools of their own, so
 the next rollouts run while earlier ones are being verified. Coupled (baseline, same run):
 `--run-workers` workers that each do INIT+RUN+EVAL of one rollout in turn. Reports the
@@ -41,6 +41,7 @@ async def measure(url: str, rollouts: int) -> dict:
 
 def run(pipeline: str, args: argparse.Namespace) -> dict:
     overrides = [
+        "+math.resources_servers.math.entrypoint=../../benchmarks/slow_verify_math.py",
         f"+math.resources_servers.math.eval_delay_s={args.eval_delay_s}",
         f"+{AGENT}.pipeline={pipeline}",
         f"+{AGENT}.max_run_workers={args.run_workers}",

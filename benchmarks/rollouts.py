@@ -13,6 +13,7 @@ import aiohttp
 
 from benchmarks.common import sandbox_root
 from prorl_gym.client import agent_url
+from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.stack import REPO_ROOT, Stack
 
@@ -46,7 +47,7 @@ def math_stack(overrides: list[str], policy_args: list[str]):
         overrides = [f"+math.resources_servers.math.sandbox.root_dir={root}", *overrides]
         log_dir = REPO_ROOT / "results" / "bench" / "logs"
         with Stack(
-            ["configs/math.yaml"],
+            environment("math").config_paths(),
             overrides=overrides,
             policy_data=[str(MATH_EXAMPLE)],
             policy_args=policy_args,

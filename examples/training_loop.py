@@ -30,7 +30,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from prorl_gym.client import Batch, JobAPIError, ProRLClient, agent_url
+from prorl_gym.client import Batch, JobAPIError, ProRLClient, RolloutRecord, agent_url
+from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
 
 EXAMPLE_ROWS = "resources_servers/math/data/example.jsonl"
@@ -74,12 +75,12 @@ class StepReport:
         )
 
 
-def group_statistics(records: list[dict], prompt_of: dict[str, int]) -> list[Group]:
+def group_statistics(records: list[RolloutRecord], prompt_of: dict[str, int]) -> list[Group]:
     """Groups of usable samples by prompt; advantage = (reward - group mean) / (group std + eps)."""
     rewards: dict[int, list[float]] = {}
     for record in records:
-        if record.get("failure") is None:  # failed or cancelled: not a sample of the policy's quality
-            rewards.setdefault(prompt_of[record["job_id"]], []).append(float(record["reward"]))
+        if record.usable:  # failed or cancelled: not a sample of the policy's quality
+            rewards.setdefault(prompt_of[record.job_id], []).append(record.reward)
     groups = []
     for prompt, values in sorted(rewards.items()):
         mean, std = statistics.fmean(values), statistics.pstdev(values)
@@ -139,9 +140,9 @@ async def training_loop(
             batch_id=batch.batch_id,
             submitted=len(batch.job_ids),
             received=len(records),
-            usable=sum(r["failure"] is None for r in records),
+            usable=sum(r.usable for r in records),
             seconds=time.perf_counter() - started,
-            failures=dict(Counter(r["failure"]["type"] for r in records if r["failure"])),
+            failures=dict(Counter(r.failure.type.value for r in records if r.failure)),
             groups=groups,
             kept=[g for g in groups if g.informative],
         )
@@ -191,7 +192,9 @@ def main() -> None:
     if args.start_stack:
         from prorl_gym.stack import Stack
 
-        with Stack(["configs/math.yaml"], policy_data=[args.data], policy_args=["--latency-ms", "200"]) as stack:
+        with Stack(
+            environment("math").config_paths(), policy_data=[args.data], policy_args=["--latency-ms", "200"]
+        ) as stack:
             asyncio.run(run(args, head_url=f"http://127.0.0.1:{stack.head_port}"))
     else:
         asyncio.run(run(args))

@@ -5,15 +5,15 @@
     async with ProRLClient(await agent_url("http://127.0.0.1:11000", "math_agent")) as client:
         batch = await client.submit(rows, sampling={"temperature": 1.0}, samples_per_row=8, stop_after=48)
         async for record in client.stream(batch.batch_id):
-            ...  # one rollout record as it finishes: record["reward"], record["failure"], ...
+            ...  # one RolloutRecord as it finishes: record.reward, record.failure, record.response, ...
 
-A record is the agent's /run record (a dict): the row's own fields, `response` (the whole
-transcript, token ids included; null when cancelled), `reward`, `failure` ({stage, type,
-message} or null: drop such rows from training, never score them 0; `stage` is null for a
-cancelled job), `stop_reason`, `timings`, `num_turns`, `num_tool_calls`,
-`malformed_tool_calls`, `token_ids_contiguous`; and in a stream, `job_id`, `batch_id` and
-`status` (completed | failed | cancelled). The server imports the models below, so client
-and server cannot drift apart.
+A record is a RolloutRecord (prorl_gym/pipeline/records.py), the same model /run returns:
+the row's own fields and the environment's verify fields (extra fields), `response` (the
+whole transcript, token ids included; null when cancelled), `reward`, `failure` ({stage,
+type, message} or null: drop such rows from training, never score them 0; `stage` is null
+for a cancelled job), `stop_reason`, `timings`, counts, `token_ids_contiguous`, `host`,
+`attempts`; in a stream also `job_id`, `batch_id` and `status` (completed | failed |
+cancelled). The server imports these models, so client and server cannot drift apart.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote
 
 import aiohttp
@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from yarl import URL
 
 from prorl_gym.errors import ProrlError
+from prorl_gym.pipeline.records import JobStatus, RolloutRecord
 
-JobStatus = Literal["running", "completed", "failed", "cancelled"]
 BATCH_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"  # no '/': a batch id is one URL path segment
 
 # ---------------------------------------------------------------------- wire shapes
@@ -88,7 +88,7 @@ class Job(BaseModel):
     batch_ids: list[str]
     status: JobStatus
     cancel_requested: bool
-    record: dict | None = None  # once finished
+    record: RolloutRecord | None = None  # once finished
 
 
 class BatchProgress(BaseModel):
@@ -202,7 +202,7 @@ class ProRLClient:
         )
         return await self._call("POST", "/jobs", Batch, request.model_dump(exclude_none=True))
 
-    async def stream(self, batch_id: str, *, after: int = 0, reconnects: int = 3) -> AsyncIterator[dict]:
+    async def stream(self, batch_id: str, *, after: int = 0, reconnects: int = 3) -> AsyncIterator[RolloutRecord]:
         """The batch's records as they finish (completion order), until all have; resumes after a dropped connection."""
         seen, failures = after, 0
         while True:
@@ -218,7 +218,7 @@ class ProRLClient:
                     raise
                 await asyncio.sleep(0.5 * failures)
 
-    async def _lines(self, path: str, after: int) -> AsyncIterator[dict]:
+    async def _lines(self, path: str, after: int) -> AsyncIterator[RolloutRecord]:
         async with self._session.get(
             self._url(path), params={"after": after}, timeout=self.stream_timeout
         ) as response:
@@ -229,9 +229,9 @@ class ProRLClient:
                 while (end := buffer.find(b"\n")) >= 0:
                     line, buffer = bytes(buffer[:end]), buffer[end + 1 :]
                     if line.strip():  # an empty line is a heartbeat
-                        yield json.loads(line)
+                        yield RolloutRecord.model_validate_json(line)
 
-    async def results(self, batch_id: str) -> list[dict]:
+    async def results(self, batch_id: str) -> list[RolloutRecord]:
         """Every record of the batch, once all are in."""
         return [record async for record in self.stream(batch_id)]
 

@@ -3,7 +3,7 @@
 """`make demo`: real rollouts end to end, then a summary.
 
 Starts the scripted policy (a stand-in for a GPU model) and, with one NeMo Gym `ng_run`,
-the servers of all four task families (configs/all.yaml); collects rollouts of each
+the servers of every environment found under resources_servers/ (prorl_gym/environments.py); collects rollouts of each
 environment's example set with `ng_collect_rollouts` (several repeats), writes them under
 results/demo/ and prints a summary per environment. Everything started is stopped at the
 end, also on Ctrl-C.
@@ -17,25 +17,11 @@ import argparse
 import statistics
 import sys
 import time
-from dataclasses import dataclass
+from pathlib import Path
 
+from prorl_gym.environments import Environment, all_config_paths, discover
 from prorl_gym.pipeline.metrics import rollout_metrics
 from prorl_gym.stack import REPO_ROOT, Stack, StackError, collected_records, run_cli
-
-
-@dataclass(frozen=True)
-class Environment:
-    name: str
-    config: str
-    agent: str
-    example: str
-
-
-ENVIRONMENTS = [
-    Environment(name, f"configs/{name}.yaml", f"{name}_agent", f"resources_servers/{name}/data/example.jsonl")
-    for name in ("math", "code", "stem", "swe")
-]
-ALL_CONFIG = "configs/all.yaml"
 
 
 def summary(env: Environment, records: list[dict], seconds: float) -> str:
@@ -57,18 +43,28 @@ def summary(env: Environment, records: list[dict], seconds: float) -> str:
     )
 
 
+def chosen_environments(names: str | None, root: Path = REPO_ROOT) -> list[Environment]:
+    """The environments the demo runs: those named (comma-separated), or every one found."""
+    found = discover(root)
+    unknown = set(names.split(",")) - {env.name for env in found} if names else set()
+    if unknown:
+        raise SystemExit(f"unknown environments {sorted(unknown)}; found: {[env.name for env in found]}")
+    return [env for env in found if names is None or env.name in names.split(",")]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=4)
-    parser.add_argument("--envs", default=",".join(env.name for env in ENVIRONMENTS))
+    parser.add_argument("--envs", default=None, help="comma-separated names (default: every environment found)")
     args = parser.parse_args()
-    chosen = [env for env in ENVIRONMENTS if env.name in args.envs.split(",")]
+    chosen = chosen_environments(args.envs)
     out_dir = REPO_ROOT / "results" / "demo"
     out_dir.mkdir(parents=True, exist_ok=True)
     print("starting the scripted policy (stand-in for a GPU model) and ng_run with every environment ...", flush=True)
     lines = []
     try:
-        with Stack([ALL_CONFIG], policy_data=[env.example for env in chosen], log_dir=out_dir / "logs") as stack:
+        policy_data = [str(env.example) for env in chosen]
+        with Stack(all_config_paths(chosen), policy_data=policy_data, log_dir=out_dir / "logs") as stack:
             for env in chosen:
                 print(f"[{env.name}] collecting rollouts with ng_collect_rollouts ...", flush=True)
                 output = out_dir / f"{env.name}_rollouts.jsonl"

@@ -1,8 +1,8 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""All four task families end to end: scripted policy + real ng_run + ng_collect_rollouts.
+"""Every environment end to end: scripted policy + real ng_run + ng_collect_rollouts.
 
-One stack for the module (configs/all.yaml: one ng_run serving math, code, STEM and SWE).
+One stack for the module (one ng_run serving every environment found under resources_servers/).
 Rows carry `metadata.scripted_mode`, which NeMo Gym's vllm_model forwards to the policy
 endpoint, so gold, wrong and malformed rollouts of every example run in one collection
 per environment.
@@ -19,15 +19,17 @@ from pathlib import Path
 
 import pytest
 
+from prorl_gym.environments import all_config_paths, discover
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.stack import REPO_ROOT, Stack, collected_records
+from prorl_gym.stack import Stack, collected_records
 
-ENVS = ("math", "code", "stem", "swe")
+ENVIRONMENTS = {env.name: env for env in discover()}
+ENVS = tuple(ENVIRONMENTS)
 MODES = ("gold", "wrong", "malformed")
 
 
 def example(env: str) -> Path:
-    return REPO_ROOT / "resources_servers" / env / "data" / "example.jsonl"
+    return ENVIRONMENTS[env].example
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +37,15 @@ def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("e2e")
     sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-e2e-", dir="/tmp"))  # reachable by the sandbox uid
     sandbox_root.chmod(0o711)
-    overrides = [f"+{env}.resources_servers.{env}.sandbox.root_dir={sandbox_root}" for env in ENVS]
-    overrides += [f"+{env}_agent.responses_api_agents.prorl_agent.limits.policy_call_timeout_s=5" for env in ENVS]
+    overrides = [f"+{env.server_key}.sandbox.root_dir={sandbox_root}" for env in ENVIRONMENTS.values()]
+    overrides += [f"+{env.agent_key}.limits.policy_call_timeout_s=5" for env in ENVIRONMENTS.values()]
     policy_data = [str(example(env)) for env in ENVS]
-    with Stack(["configs/all.yaml"], overrides=overrides, policy_data=policy_data, log_dir=tmp / "logs") as stack:
+    with Stack(
+        all_config_paths(list(ENVIRONMENTS.values())),
+        overrides=overrides,
+        policy_data=policy_data,
+        log_dir=tmp / "logs",
+    ) as stack:
         stack.tmp = tmp
         yield stack
     # Agent and eval sandboxes alike are gone; so is every server.
@@ -61,7 +68,7 @@ def rollouts(stack) -> dict[str, dict[str, list[dict]]]:
                 rows.append(row)
         inputs, output = stack.tmp / f"{env}-modes.jsonl", stack.tmp / f"{env}.jsonl"
         inputs.write_text("".join(json.dumps(r) + "\n" for r in rows))
-        stack.collect(f"{env}_agent", inputs, output)
+        stack.collect(ENVIRONMENTS[env].agent, inputs, output)
         by_mode: dict[str, list[dict]] = {}
         for record in collected_records(output):
             by_mode.setdefault(record["responses_create_params"]["metadata"]["scripted_mode"], []).append(record)

@@ -23,6 +23,7 @@ import pytest
 
 from examples.training_loop import training_loop
 from prorl_gym.client import JobAPIError, ProRLClient, agent_url
+from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.stack import REPO_ROOT, Stack
 
@@ -53,7 +54,7 @@ def stack(tmp_path_factory):
     ]
     logs = tmp_path_factory.mktemp("jobs") / "logs"
     with Stack(
-        ["configs/math.yaml"],
+        environment("math").config_paths(),
         overrides=overrides,
         policy_data=[str(EXAMPLE)],
         policy_args=["--latency-ms", "400"],
@@ -142,7 +143,7 @@ async def test_the_training_loop_stops_each_step_early_once_k_results_are_usable
 
 async def test_stop_after_k_usable_results_cancels_the_rest_and_releases_their_sandboxes(stack, client):
     batch = await client.submit(rows("gold"), samples_per_row=4, stop_after=4)
-    records = await client.results(batch.batch_id)
+    records = [r.wire() for r in await client.results(batch.batch_id)]
     statuses = [r["status"] for r in records]
     assert len(records) == 20 and set(statuses) <= {"completed", "cancelled"}
     assert 4 <= statuses.count("completed") <= 8 and statuses[:4] == ["completed"] * 4
@@ -171,7 +172,7 @@ async def test_cancel_a_job_then_its_batch_mid_flight(stack, client):
     assert batch.job_ids[0] not in rest.cancelled
     polled = await client.poll(rest.cancelled[0])
     assert polled.status == "cancelled" and polled.cancel_requested
-    records = await client.results(batch.batch_id)
+    records = [r.wire() for r in await client.results(batch.batch_id)]
     assert len(records) == 8 and {r["job_id"] for r in records} == set(batch.job_ids)
     assert sum(r["status"] == "cancelled" for r in records) == len(first.cancelled) + len(rest.cancelled)
     assert (await client.status()).stages["run"]["in_flight"] == 0
@@ -186,7 +187,7 @@ async def test_resubmission_is_idempotent_and_sse_streams_work(stack, client):
     with pytest.raises(JobAPIError) as exc:
         await client.submit(rows("wrong", 1), job_ids=first.job_ids)
     assert exc.value.status == 409 and first.job_ids[0] in exc.value.detail
-    records = await client.results(batch_id)
+    records = [r.wire() for r in await client.results(batch_id)]
     assert [r["reward"] for r in records] == [1.0], [r["failure"] for r in records]
     headers = {"Accept": "text/event-stream"}
     async with (
@@ -220,7 +221,7 @@ async def test_bad_requests_get_a_reason_and_accepted_work_goes_on(stack, client
     with pytest.raises(JobAPIError) as exc:
         await client.poll("no-such-job")
     assert exc.value.status == 404
-    records = await client.results(batch.batch_id)
+    records = [r.wire() for r in await client.results(batch.batch_id)]
     assert [r["status"] for r in records] == ["completed", "completed"], [r["failure"] for r in records]
 
 
@@ -230,7 +231,7 @@ async def test_a_dead_policy_endpoint_is_a_policy_error_never_reward_zero(stack,
     policy = stack._procs[0]  # the scripted policy: kill it, as if the GPU server died
     os.killpg(policy.pid, 9)
     policy.wait()
-    records = await asyncio.wait_for(client.results(batch.batch_id), 60)
+    records = [r.wire() for r in await asyncio.wait_for(client.results(batch.batch_id), 60)]
     assert len(records) == 10
     errors = [r for r in records if r["failure"]]
     assert errors and all(
@@ -240,5 +241,5 @@ async def test_a_dead_policy_endpoint_is_a_policy_error_never_reward_zero(stack,
     status = await client.status()  # the server keeps serving
     assert status.failed_by_type["policy_error"] >= len(errors) and status.active_jobs == 0
     late = await client.results((await client.submit(rows("gold", 1))).batch_id)
-    assert late[0]["failure"]["type"] == "policy_error"
+    assert late[0].failure.type == "policy_error"
     await no_sandboxes_left(stack)

@@ -23,9 +23,10 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+from prorl_gym.environments import discover
 from prorl_gym.evaluation.report import build_report
 from prorl_gym.evaluation.run import SCRIPTED_MODES, Policy, run
-from prorl_gym.evaluation.splits import ENVS, SplitError, resolve
+from prorl_gym.evaluation.splits import SplitError, resolve
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.stack import REPO_ROOT, StackError, collected_records, failures_path, run_cli
 
@@ -43,7 +44,7 @@ def raw_files(output: Path) -> list[Path]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m prorl_gym.evaluation", description=__doc__.splitlines()[0])
-    parser.add_argument("--env", choices=ENVS)
+    parser.add_argument("--env", choices=[env.name for env in discover()])
     parser.add_argument(
         "--split", default="validation", help="split type (example/train/validation) or name (default: validation)"
     )

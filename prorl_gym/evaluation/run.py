@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from prorl_gym.environments import environment as find_environment
 from prorl_gym.stack import REPO_ROOT, Stack, StackError, stop_session
 
 SCRIPTED_MODES = ("gold", "wrong", "malformed")
@@ -82,7 +83,8 @@ def run(
     timeout_s: float | None = None,
 ) -> Path:
     """Collect `repeats` rollouts per row into out_dir/rollouts.jsonl (+ _failures.jsonl); returns that path."""
-    overrides = [f"+{env}.resources_servers.{env}.sandbox.root_dir={sandbox_root}"] if sandbox_root else []
+    environment = find_environment(env)
+    overrides = [f"+{environment.server_key}.sandbox.root_dir={sandbox_root}"] if sandbox_root else []
     if policy.base_url:
         overrides += [f"+policy_base_url={policy.base_url}", f"+policy_model_name={policy.model}"]
         policy_data, policy_args = None, []
@@ -96,12 +98,14 @@ def run(
     logs = out_dir / "logs"
     print(f"[eval] starting {policy.label} and ng_run ({env}); logs in {logs}", file=sys.stderr, flush=True)
     with Stack(
-        [f"configs/{env}.yaml"], overrides=overrides, policy_data=policy_data, policy_args=policy_args, log_dir=logs
+        environment.config_paths(), overrides=overrides, policy_data=policy_data, policy_args=policy_args, log_dir=logs
     ) as stack:
         print(
             f"[eval] collecting {repeats} rollout(s) per row of {dataset.name} with ng_collect_rollouts",
             file=sys.stderr,
             flush=True,
         )
-        collect_with_progress(stack, f"{env}_agent", dataset, output, repeats, extra, timeout_s, logs / "collect.log")
+        collect_with_progress(
+            stack, environment.agent, dataset, output, repeats, extra, timeout_s, logs / "collect.log"
+        )
     return output

@@ -32,7 +32,7 @@ class FailureType(StrEnum):
 
 
 class Failure(BaseModel):
-    stage: Stage
+    stage: Stage | None  # None: not known where it ended (a job cancelled from outside)
     type: FailureType
     message: str
 

@@ -35,11 +35,12 @@ from prorl_gym.client import (
     row_problem,
 )
 from prorl_gym.errors import ProrlError
-from prorl_gym.pipeline.failures import FailureType
+from prorl_gym.pipeline.failures import Failure, FailureType
 from prorl_gym.pipeline.metrics import percentile
+from prorl_gym.pipeline.records import NG_FAILURE_CLASS_KEY, RolloutRecord
 
 log = logging.getLogger(__name__)
-Rollout = Callable[[dict], Awaitable[dict]]
+Rollout = Callable[[dict], Awaitable[RolloutRecord]]
 TIMING_KEYS = (
     "init_queue_s",
     "init_s",
@@ -67,7 +68,7 @@ class _Batch:
     id: str
     job_ids: list[str]
     stop_after: int | None
-    results: list[dict] = field(default_factory=list)  # stream lines, in completion order
+    results: list[RolloutRecord] = field(default_factory=list)  # stream lines, in completion order
     usable: int = 0
     finished_at: float | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -86,7 +87,7 @@ class _Job:
     task: asyncio.Task | None = None  # None once finished
     status: JobStatus = "running"
     cancel_reason: str | None = None
-    record: dict | None = None
+    record: RolloutRecord | None = None
     started: float = field(default_factory=time.monotonic)
 
 
@@ -204,36 +205,38 @@ class JobManager:
         elif (exc := task.exception()) is not None:
             log.error("job %s crashed", job.id, exc_info=exc)
             record = self._failed_record(job, FailureType.AGENT_ERROR, repr(exc))
-        elif not isinstance(record := task.result(), dict):
+        elif not isinstance(record := task.result(), RolloutRecord):
             record = self._failed_record(job, FailureType.AGENT_ERROR, f"the rollout returned {type(record).__name__}")
-        failure = record.get("failure") or None
+        failure = record.failure
         job.record, job.task, job.row = record, None, None
-        job.status = "completed" if not failure else "cancelled" if failure.get("type") == "cancelled" else "failed"
+        job.status = "completed" if not failure else "cancelled" if failure.type == FailureType.CANCELLED else "failed"
         self._active -= 1
         self._counts[job.status] += 1
         if failure:
-            self._failures[str(failure.get("type"))] += 1
-        if record.get("timings"):
-            self._timings.append(record["timings"])
+            self._failures[failure.type.value] += 1
+        if record.timings:
+            self._timings.append(record.timings)
         for batch in list(job.batches):
             self._deliver(batch, job)
             self._check_batch(batch)
         self._prune()
 
-    def _failed_record(self, job: _Job, kind: FailureType, message: str) -> dict:
-        failure = {"stage": None, "type": kind.value, "message": message}  # the stage is not visible from here
-        timings = {"total_s": time.monotonic() - job.started}
-        return (job.row or {}) | {
-            "response": None,
-            "reward": 0.0,
-            "failure": failure,
-            "_ng_failure_class": kind.value,
-            "stop_reason": None,
-            "timings": timings,
-        }
+    def _failed_record(self, job: _Job, kind: FailureType, message: str) -> RolloutRecord:
+        failure = Failure(stage=None, type=kind, message=message)  # the stage is not visible from here
+        return RolloutRecord.model_validate(
+            (job.row or {})
+            | {
+                "response": None,
+                "failure": failure,
+                NG_FAILURE_CLASS_KEY: kind.value,
+                "timings": {"total_s": time.monotonic() - job.started},
+            }
+        )
 
     def _deliver(self, batch: _Batch, job: _Job) -> None:
-        batch.results.append(job.record | {"job_id": job.id, "batch_id": batch.id, "status": job.status})
+        batch.results.append(
+            job.record.model_copy(update={"job_id": job.id, "batch_id": batch.id, "status": job.status})
+        )
         batch.usable += job.status == "completed"
         batch.changed.set()
         batch.changed = asyncio.Event()  # a follower waits on the event it saw before reading
@@ -248,11 +251,11 @@ class JobManager:
             return self._cancel([self._jobs[i] for i in batch.job_ids], reason)
         return []
 
-    def follow(self, batch_id: str, after: int = 0) -> AsyncIterator[dict | None]:
+    def follow(self, batch_id: str, after: int = 0) -> AsyncIterator[RolloutRecord | None]:
         """The batch's results from number `after` on, until all are in; None is a heartbeat. 404 now, not mid-stream."""
         return self._follow(self._batch(batch_id), max(0, after))
 
-    async def _follow(self, batch: _Batch, index: int) -> AsyncIterator[dict | None]:
+    async def _follow(self, batch: _Batch, index: int) -> AsyncIterator[RolloutRecord | None]:
         while True:
             changed = batch.changed
             while index < len(batch.results):

@@ -2,46 +2,49 @@
 # SPDX-License-Identifier: Apache-2.0
 """Base class for sandboxed NeMo Gym resources servers (math, code, STEM, SWE).
 
-Subclasses choose their tools in config and implement `evaluate`; this class owns the
-session -> sandbox mapping, the tool routes, the verifier pool and the lifecycle:
+An environment subclasses it, names its row and result models as class attributes, lists
+its tools in config and implements `evaluate`; this class owns the session -> sandbox
+mapping, the tool routes, the verifier pool and the lifecycle:
 
     POST /seed_session  (INIT)  create the session's sandbox, stage the task
-    GET  /tools                 the OpenAI function tools the policy may call
+    GET  /tools                 the OpenAI function tools the policy may call, and which end a rollout
     POST /<tool>        (RUN)   run one tool call in the session's sandbox
     POST /verify        (EVAL)  score the final response, then close the sandbox
     POST /release               close the sandbox without scoring (failure paths)
 """
 
-import asyncio
+# No `from __future__ import annotations`: FastAPI reads the tool routes' body types from their annotations.
+import inspect
 import logging
-from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
     BaseSeedSessionRequest,
-    BaseSeedSessionResponse,
     BaseVerifyRequest,
     BaseVerifyResponse,
     SimpleResourcesServer,
 )
 from nemo_gym.server_utils import SESSION_ID_KEY
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from prorl_gym.lifespan import run_with_app
 from prorl_gym.pipeline.failures import Failure, FailureType, Stage
+from prorl_gym.resources.protocol import SeedSessionResponse, ToolsResponse
 from prorl_gym.resources.sessions import SandboxSessions, UnknownSessionError
 from prorl_gym.resources.tools import TOOLS, Tool, ToolResult
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec
 from prorl_gym.verify.pool import VerifierError, VerifierPool, VerifierTimeout
+from prorl_gym.verify.transcript import count_tool_calls
 
 log = logging.getLogger(__name__)
 
 
 class SandboxResourcesServerConfig(BaseResourcesServerConfig):
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
-    tools: list[str] = Field(default_factory=lambda: ["bash"])
+    tools: list[str] = Field(default_factory=lambda: ["bash"])  # the one list: schemas and prompts come from it
     session_idle_ttl_s: float = 3600.0
     warm_pool_size: int = 0  # sandboxes started ahead, so INIT is an acquire
     verifier_workers: int = 0  # 0: this environment does not use the verifier pool
@@ -49,15 +52,10 @@ class SandboxResourcesServerConfig(BaseResourcesServerConfig):
     # When the python tool is offered, start each sandbox's Python kernel in the background
     # as soon as the sandbox exists (at INIT, or in the warm pool) instead of in the first call.
     prestart_kernel: bool = True
-    eval_delay_s: float = 0.0  # added to every EVAL: stands in for a slow verifier (benchmarks/pipeline_overlap)
 
 
 class SeedSessionRequest(BaseSeedSessionRequest):
     model_config = ConfigDict(extra="allow")  # the whole dataset row
-
-
-class SeedSessionResponse(BaseSeedSessionResponse):
-    sandbox_id: str
 
 
 class SandboxVerifyRequest(BaseVerifyRequest):
@@ -65,29 +63,57 @@ class SandboxVerifyRequest(BaseVerifyRequest):
 
 
 class SandboxVerifyResponse(BaseVerifyResponse):
-    model_config = ConfigDict(extra="allow")
-    failure: Failure | None = None
+    """What every environment's /verify returns; environments add their own fields in a subclass."""
+
+    model_config = ConfigDict(extra="allow")  # the row's own fields pass through
+    failure: Failure | None = None  # set when the verifier could not judge: never a silent reward of 0
+    num_tool_calls: int = 0
 
 
 def error_response(status: int, type_: str, message: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": {"type": type_, "message": message}})
 
 
+def _route(method, body_type: type[BaseModel]):
+    """`method(self, request, body)` as a route whose body FastAPI validates as `body_type`."""
+
+    async def route(self, request: Request, body):
+        return await method(self, request, body)
+
+    params = list(inspect.signature(route).parameters.values())
+    route.__signature__ = inspect.Signature(
+        [params[0], params[1].replace(annotation=Request), params[2].replace(annotation=body_type)]
+    )
+    route.__name__ = route.__qualname__ = method.__name__.lstrip("_")
+    route.__doc__ = method.__doc__
+    return route
+
+
 class SandboxResourcesServer(SimpleResourcesServer):
     config: SandboxResourcesServerConfig
+    # An environment's row and result models: the routes validate with them.
+    seed_request: ClassVar[type[SeedSessionRequest]] = SeedSessionRequest
+    verify_request: ClassVar[type[SandboxVerifyRequest]] = SandboxVerifyRequest
+    verify_response: ClassVar[type[SandboxVerifyResponse]] = SandboxVerifyResponse
     _sessions: SandboxSessions = PrivateAttr()
     _verifiers: VerifierPool | None = PrivateAttr(default=None)
     _tools: list[Tool] = PrivateAttr(default_factory=list)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._type_routes()
+
+    @classmethod
+    def _type_routes(cls) -> None:
+        cls.seed_session = _route(cls._seed_session, cls.seed_request)
+        cls.verify = _route(cls._verify, cls.verify_request)
 
     # ------------------------------------------------------------------ set-up
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()  # session middleware, /seed_session, /verify, /aggregate_metrics
-        extra = {tool.name: tool for tool in self.extra_tools()}
-        unknown = [name for name in self.config.tools if name not in TOOLS and name not in extra]
-        if unknown:
-            raise ValueError(f"unknown tools {unknown}; known: {sorted(TOOLS | extra)}")
-        self._tools = [extra.get(name) or TOOLS[name] for name in self.config.tools]
+        self._tools = self.resolve_tools(self.config.tools)
         self._sessions = SandboxSessions(
             self.config.sandbox,
             idle_ttl_s=self.config.session_idle_ttl_s,
@@ -95,40 +121,51 @@ class SandboxResourcesServer(SimpleResourcesServer):
             warm_kernels=self.config.prestart_kernel and "python" in self.config.tools,
         )
         if self.config.verifier_workers:
-            self._verifiers = VerifierPool(self.config.verifier_workers, timeout_s=self.config.verify_timeout_s)
+            self._verifiers = VerifierPool(
+                self.config.verifier_workers, timeout_s=self.config.verify_timeout_s, preload=self.verifier_checks()
+            )
         app.get("/tools")(self.list_tools)
         app.post("/release")(self.release)
         for tool in self._tools:
             app.post(f"/{tool.name}")(self._tool_route(tool))
-
-        inner_lifespan = app.router.lifespan_context
-
-        @asynccontextmanager
-        async def lifespan(app_: FastAPI):
-            await self._sessions.start()
-            if self._verifiers:
-                await self._verifiers.start()
-            try:
-                async with inner_lifespan(app_) as state:
-                    yield state
-            finally:
-                await self._sessions.close()
-                if self._verifiers:
-                    await self._verifiers.close()
-
-        app.router.lifespan_context = lifespan
+        run_with_app(app, self._start, self._close)
         return app
+
+    async def _start(self) -> None:
+        await self._sessions.start()
+        if self._verifiers:
+            await self._verifiers.start()
+
+    async def _close(self) -> None:
+        await self._sessions.close()
+        if self._verifiers:
+            await self._verifiers.close()
 
     @property
     def verifiers(self) -> VerifierPool:
         assert self._verifiers is not None, "set verifier_workers > 0 to use the verifier pool"
         return self._verifiers
 
+    @classmethod
+    def resolve_tools(cls, names: list[str]) -> list[Tool]:
+        """The Tool objects for the config's `tools` (shared ones and this environment's own)."""
+        known = TOOLS | {tool.name: tool for tool in cls.environment_tools()}
+        unknown = [name for name in names if name not in known]
+        if unknown:
+            raise ValueError(f"unknown tools {unknown}; known: {sorted(known)}")
+        return [known[name] for name in names]
+
     # ------------------------------------------------------------------ hooks for subclasses
 
-    def extra_tools(self) -> list[Tool]:
-        """Tools of this environment beyond the shared ones (e.g. search over its corpus);
-        offered when listed in config `tools`. Their handler gets the session's sandbox."""
+    @classmethod
+    def environment_tools(cls) -> list[Tool]:
+        """Tools of this environment beyond the shared ones (e.g. search over its corpus),
+        offered when listed in config `tools`. A handler that needs the server is a method
+        named in the tool's `run` as a string (see `_bind`)."""
+        return []
+
+    def verifier_checks(self) -> list[str]:
+        """`module:function` checks the verifier workers import at start (the pool runs any on demand)."""
         return []
 
     async def sandbox_spec(self, row: SeedSessionRequest) -> SandboxSpec:
@@ -139,12 +176,13 @@ class SandboxResourcesServer(SimpleResourcesServer):
         """INIT: put the task into the fresh sandbox (files, repositories). Default: nothing."""
 
     async def evaluate(self, body: SandboxVerifyRequest, sandbox: Sandbox | None) -> dict[str, Any]:
-        """EVAL: return at least {"reward": float}; may use the sandbox before it is closed."""
+        """EVAL: return at least {"reward": float} and the fields of `verify_response`; may use the
+        sandbox before it is closed."""
         raise NotImplementedError
 
     # ------------------------------------------------------------------ routes
 
-    async def seed_session(self, request: Request, body: SeedSessionRequest):
+    async def _seed_session(self, request: Request, body: SeedSessionRequest):
         session_id = request.session[SESSION_ID_KEY]
         try:
             sandbox = await self._sessions.create(session_id, await self.sandbox_spec(body))
@@ -156,19 +194,24 @@ class SandboxResourcesServer(SimpleResourcesServer):
             await self._sessions.release(session_id)
             log.exception("staging the task failed")
             return error_response(500, "init_error", f"{type(exc).__name__}: {exc}")
-        return SeedSessionResponse(sandbox_id=sandbox.id)
+        return SeedSessionResponse(sandbox_id=sandbox.id, host=sandbox.host)
 
-    async def list_tools(self) -> list[dict]:
-        return [tool.schema() for tool in self._tools]
+    async def list_tools(self) -> ToolsResponse:
+        return ToolsResponse(
+            tools=[tool.schema() for tool in self._tools],
+            ends_rollout=[tool.name for tool in self._tools if tool.ends_rollout],
+        )
 
     async def release(self, request: Request) -> dict:
         return {"released": await self._sessions.release(request.session[SESSION_ID_KEY])}
 
     def _tool_route(self, tool: Tool):
+        run = getattr(self, tool.run) if isinstance(tool.run, str) else tool.run
+
         async def route(request: Request, body: tool.args) -> ToolResult:  # type: ignore[name-defined]
             try:
                 sandbox = self._sessions.get(request.session[SESSION_ID_KEY])
-                return await tool.run(sandbox, body)
+                return await run(sandbox, body)
             except UnknownSessionError as exc:
                 return error_response(409, "unknown_session", str(exc))
             except SandboxError as exc:
@@ -177,15 +220,13 @@ class SandboxResourcesServer(SimpleResourcesServer):
         route.__name__ = tool.name
         return route
 
-    async def verify(self, request: Request, body: SandboxVerifyRequest) -> SandboxVerifyResponse:
+    async def _verify(self, request: Request, body: SandboxVerifyRequest) -> SandboxVerifyResponse:
         session_id = request.session[SESSION_ID_KEY]
         try:
-            if self.config.eval_delay_s:
-                await asyncio.sleep(self.config.eval_delay_s)
             fields = await self.evaluate(body, self._sessions.find(session_id))
         except VerifierTimeout as exc:
             fields = {"reward": 0.0, "failure": Failure(stage=Stage.EVAL, type=FailureType.TIMEOUT, message=str(exc))}
-        except (TimeoutError, VerifierError, SandboxError) as exc:
+        except (VerifierError, SandboxError, TimeoutError) as exc:
             message = f"{type(exc).__name__}: {exc}"
             fields = {
                 "reward": 0.0,
@@ -193,4 +234,8 @@ class SandboxResourcesServer(SimpleResourcesServer):
             }
         finally:
             await self._sessions.release(session_id)
-        return SandboxVerifyResponse(**(body.model_dump() | fields))
+        fields = {"num_tool_calls": count_tool_calls(body.response)} | fields
+        return self.verify_response.model_validate(body.model_dump() | fields)
+
+
+SandboxResourcesServer._type_routes()

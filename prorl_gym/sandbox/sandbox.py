@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import socket
 from pathlib import Path
 
 from prorl_gym.runtime.files import SandboxFiles
@@ -36,6 +37,7 @@ class Sandbox:
         self.placement = placement
         self._zygote = zygote
         self.id = placement.sandbox_id
+        self.host = socket.gethostname()  # where it runs: a remote backend's placement says otherwise
         self._shell = self._new_shell(spec.output_limit_bytes)
         self._file_shell = self._new_shell(spec.output_limit_bytes)
         self._kernel: IPythonKernel | None = None

@@ -4,6 +4,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Literal
+
+from prorl_gym.verify.transcript import final_assistant_text
+
+if TYPE_CHECKING:
+    from nemo_gym.openai_utils import NeMoGymResponse
+
 _BOXED = ("\\boxed{", "\\fbox{")
 
 
@@ -27,18 +34,28 @@ def extract_boxed(text: str) -> list[str]:
         i = j
 
 
-def final_boxed_answer(text: str) -> tuple[str | None, str | None]:
-    """(answer, problem): the single boxed answer, or None and why there is none.
+BoxedPolicy = Literal["one", "last"]
 
-    Several *different* boxed answers count as no answer: hedging must not be rewarded
-    (math-verify would read them as a set that never equals the gold answer anyway).
+
+def final_boxed_answer(text: str, several: BoxedPolicy = "one") -> tuple[str | None, str | None]:
+    """(answer, problem): the boxed answer, or None and why there is none.
+
+    several="one" (the default): several *different* boxed answers count as no answer, so
+    hedging is not rewarded (math-verify would read them as a set that never equals the gold
+    answer anyway). several="last": the last boxed answer counts, as most RL math pipelines do.
     """
     boxed = extract_boxed(text)
     if not boxed:
         return None, "no_boxed_answer"
     distinct = list(dict.fromkeys(boxed))
-    if len(distinct) > 1:
+    if len(distinct) > 1 and several == "one":
         return None, "multiple_boxed_answers"
-    if not distinct[0]:
+    answer = boxed[-1]
+    if not answer:
         return None, "empty_boxed_answer"
-    return distinct[0], None
+    return answer, None
+
+
+def boxed_answer_of(response: NeMoGymResponse, several: BoxedPolicy = "one") -> tuple[str | None, str | None]:
+    """final_boxed_answer of the rollout's final assistant message."""
+    return final_boxed_answer(final_assistant_text(response), several)

@@ -13,6 +13,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+
+def warm_up() -> None:
+    """Import what checks use now (seconds), not on a rollout's clock (the verifier worker calls it)."""
+    import math_verify  # noqa: F401
+    import reasoning_gym  # noqa: F401
+
+
 # Some generator checkers give shaped partial credit (complex_arithmetic: exp(-distance));
 # the environment's reward is binary, the raw score stays on the record.
 CORRECT_AT = 0.99

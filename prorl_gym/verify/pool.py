@@ -31,8 +31,9 @@ class VerifierCrashed(VerifierError):
 
 
 class _Worker:
-    def __init__(self, python: str):
+    def __init__(self, python: str, preload: list[str]):
         self._python = python
+        self._preload = preload
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self, timeout: float) -> None:
@@ -40,6 +41,7 @@ class _Worker:
             self._python,
             "-m",
             "prorl_gym.verify.worker",
+            *self._preload,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             limit=1 << 24,
@@ -64,12 +66,18 @@ class _Worker:
 
 class VerifierPool:
     def __init__(
-        self, size: int = 2, timeout_s: float = 10.0, start_timeout_s: float = 60.0, python: str = sys.executable
+        self,
+        size: int = 2,
+        timeout_s: float = 10.0,
+        start_timeout_s: float = 60.0,
+        python: str = sys.executable,
+        preload: list[str] | None = None,
     ):
         self.size = size
         self.timeout_s = timeout_s
         self.start_timeout_s = start_timeout_s
         self._python = python
+        self._preload = list(preload or [])  # checks imported and warmed at worker start
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue(maxsize=size)
         self._workers: set[_Worker] = set()
         self._ids = itertools.count()
@@ -78,7 +86,7 @@ class VerifierPool:
         await asyncio.gather(*(self._add_worker() for _ in range(self.size)))
 
     async def _add_worker(self) -> None:
-        worker = _Worker(self._python)
+        worker = _Worker(self._python, self._preload)
         self._workers.add(worker)
         try:
             await worker.start(self.start_timeout_s)
@@ -93,7 +101,7 @@ class VerifierPool:
         self._workers.clear()
 
     async def check(self, check: str, timeout: float | None = None, **kwargs: Any) -> Any:
-        """Run checker `check` with kwargs in a worker; raises a VerifierError subclass on failure."""
+        """Run the check named `module:function` with kwargs in a worker; raises a VerifierError subclass on failure."""
         worker = await self._idle.get()
         request = {"id": next(self._ids), "check": check, "kwargs": kwargs}
         try:

@@ -1,37 +1,50 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""A verifier worker: a long-lived process with the checkers pre-imported.
+"""A verifier worker: a long-lived process that runs checks named `module:function`.
+
+    python -m prorl_gym.verify.worker [module:function ...]   the checks to import (and warm) at start
 
 Protocol: one JSON request per line on stdin {"id", "check", "kwargs"}; one JSON reply per
 line on the original stdout {"id", "ok", "result" | "error"}. Anything the checkers print
-goes to stderr, so it cannot corrupt the protocol.
+goes to stderr, so it cannot corrupt the protocol. A check's module may define `warm_up()`
+(heavy imports, caches), called when the check is loaded, not on a rollout's clock.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
 import traceback
+from collections.abc import Callable
+from functools import cache
+from typing import Any
 
-from prorl_gym.verify.math_check import check_math
 
-CHECKS = {"math": check_math}
+@cache
+def load_check(name: str) -> Callable[..., Any]:
+    """The function a `module:function` name stands for; its module's warm_up() runs once."""
+    module_name, sep, function = name.partition(":")
+    if not sep or not module_name or not function:
+        raise ValueError(f"a check is named `module:function`, got {name!r}")
+    module = importlib.import_module(module_name)
+    if callable(warm_up := getattr(module, "warm_up", None)):
+        warm_up()
+    return getattr(module, function)
 
 
-def main() -> None:
+def main(preload: list[str]) -> None:
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    # Warm the heavy imports now, not on the first rollout's clock.
-    import math_verify  # noqa: F401
-    import reasoning_gym  # noqa: F401
-
+    for name in preload:
+        load_check(name)
     protocol.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
         try:
-            result = CHECKS[request["check"]](**request["kwargs"])
+            result = load_check(request["check"])(**request["kwargs"])
             reply = {"id": request["id"], "ok": True, "result": result}
         except Exception as exc:  # noqa: BLE001 - reported to the caller as an eval error
             reply = {
@@ -44,4 +57,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

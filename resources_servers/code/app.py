@@ -14,16 +14,15 @@ floods fails its tests; a failure of the eval machinery is an eval_error.
 import asyncio
 from typing import Any, Literal
 
-from fastapi import Request
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from prorl_gym.resources.server import (
     SandboxResourcesServer,
     SandboxResourcesServerConfig,
     SandboxVerifyRequest,
+    SandboxVerifyResponse,
     SeedSessionRequest,
 )
-from prorl_gym.resources.transcript import count_tool_calls, final_assistant_text
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxFileError, SandboxFileNotFound, SandboxFileTooLarge
 from prorl_gym.verify.code_check import (
     MAX_SOLUTION_BYTES,
@@ -34,6 +33,7 @@ from prorl_gym.verify.code_check import (
     no_record,
     run_tests,
 )
+from prorl_gym.verify.transcript import final_assistant_text
 
 
 class CodeEvalConfig(BaseModel):
@@ -71,22 +71,29 @@ class CodeVerifyRequest(CodeTaskFields, SandboxVerifyRequest):
     pass
 
 
+class CodeVerifyResponse(SandboxVerifyResponse):
+    answer_problem: str | None = None  # no_code_block, multiple_code_blocks, answer_file_missing, ...
+    solution_chars: int = 0
+    pass_fraction: float = 0.0
+    tests_total: int = 0
+    tests_passed: int = 0
+    test_statuses: dict[str, int] = Field(default_factory=dict)  # passed / failed / timeout / ... -> count
+    reason: str | None = None  # the first failure, or why nothing ran
+
+
 class CodeResourcesServer(SandboxResourcesServer):
     config: CodeResourcesServerConfig
+    seed_request = CodeSeedSessionRequest
+    verify_request = CodeVerifyRequest
+    verify_response = CodeVerifyResponse
     _eval_slots: asyncio.Semaphore | None = None
-
-    async def seed_session(self, request: Request, body: CodeSeedSessionRequest):
-        return await super().seed_session(request, body)
 
     async def stage_task(self, sandbox: Sandbox, row: CodeSeedSessionRequest) -> None:
         if row.answer_file and row.starter_code:
             await sandbox.write_file(row.answer_file, row.starter_code)
 
-    async def verify(self, request: Request, body: CodeVerifyRequest):
-        return await super().verify(request, body)
-
     async def evaluate(self, body: CodeVerifyRequest, sandbox: Sandbox | None) -> dict[str, Any]:
-        fields: dict[str, Any] = {"num_tool_calls": count_tool_calls(body.response)}
+        fields: dict[str, Any] = {}
         if body.answer_file:
             solution, problem = await self._read_answer_file(sandbox, body.answer_file)
         else:

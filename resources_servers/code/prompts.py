@@ -4,23 +4,36 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-TOOLS_TEXT = (
-    "You are solving a programming problem in a sandbox with Python 3 (numpy, sympy and scipy are "
-    "installed). You have three tools: `python` runs code in a persistent IPython session, `bash` runs "
-    "shell commands and `editor` views, creates and edits files. Use them to write your code and test "
-    "it on examples before you answer."
-)
-SYSTEM_PROMPT = TOOLS_TEXT + (
-    " When you are done, reply without calling a tool and end that last message with ONE fenced "
-    "```python code block holding your complete solution (all imports and helper functions it needs). "
-    "Only that block is graded; do not put any other Python code block in that message."
-)
-SYSTEM_PROMPT_FILE = TOOLS_TEXT + (
-    " When you are done, make sure your complete solution is saved in the file the task names, then "
-    "reply without calling a tool. Only that file is graded."
-)
+from prorl_gym.resources.tools import tools_sentence
+
+
+@cache
+def tools_text() -> str:
+    return (
+        "You are solving a programming problem in a sandbox with Python 3 (numpy, sympy and scipy are "
+        f"installed). {tools_sentence('code')} Use them to write your code and test it on examples before "
+        "you answer."
+    )
+
+
+def system_prompt() -> str:
+    return tools_text() + (
+        " When you are done, reply without calling a tool and end that last message with ONE fenced "
+        "```python code block holding your complete solution (all imports and helper functions it needs). "
+        "Only that block is graded; do not put any other Python code block in that message."
+    )
+
+
+def system_prompt_file() -> str:
+    return tools_text() + (
+        " When you are done, make sure your complete solution is saved in the file the task names, then "
+        "reply without calling a tool. Only that file is graded."
+    )
+
+
 STDIO_TEXT = "Your program must read the input from standard input and print the answer to standard output."
 
 
@@ -40,7 +53,7 @@ def user_prompt(problem: str, tests: dict, starter_code: str | None) -> str:
 def file_answer(row: dict, answer_file: str) -> dict:
     """The same task, graded from a file the agent saves instead of its final message."""
     system, user = (dict(m) for m in row["responses_create_params"]["input"])
-    system["content"] = SYSTEM_PROMPT_FILE
+    system["content"] = system_prompt_file()
     user["content"] += (
         f"\n\nSave your complete solution in `{answer_file}` (in the working directory): that file is graded."
     )
@@ -60,7 +73,7 @@ def build_row(
     row: dict[str, Any] = {
         "responses_create_params": {
             "input": [
-                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "system", "content": system_prompt()},
                 {"role": "user", "content": user_prompt(problem, tests, starter_code)},
             ],
         },

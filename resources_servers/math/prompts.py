@@ -4,19 +4,25 @@
 
 from __future__ import annotations
 
-SYSTEM_PROMPT = (
-    "You are solving a math problem. You have two tools: `python` runs code in a persistent "
-    "IPython session (numpy and sympy are installed) and `bash` runs shell commands. Use them to "
-    "compute and check your work. When you are done, reply without calling a tool and put the "
-    "final answer, and only the final answer, in \\boxed{} in that last message."
-)
+from functools import cache
+
+from prorl_gym.resources.tools import tools_sentence
+
+
+@cache
+def system_prompt() -> str:
+    return (
+        f"You are solving a math problem. {tools_sentence('math')} Python has numpy and sympy. Use the tools "
+        "to compute and check your work. When you are done, reply without calling a tool and put the final "
+        "answer, and only the final answer, in \\boxed{} in that last message."
+    )
 
 
 def build_row(task_id: str, question: str, expected_answer: str, checker: dict, generator: str) -> dict:
     return {
         "responses_create_params": {
             "input": [
-                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "system", "content": system_prompt()},
                 {"role": "user", "content": question},
             ],
         },

@@ -2,10 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """STEM resources server: Python in a sandbox plus `search` over a reference corpus.
 
-INIT creates the sandbox (the Python kernel starts on first use). RUN offers `python` and
-`search` (BM25 over data/corpus by default, or an HTTP search API). EVAL takes the final
-assistant message, requires exactly one distinct \\boxed{} answer, and checks it against the
-row's answer spec: numeric (pint units, tolerance) and choice checks run in a thread;
+INIT creates the sandbox (its Python kernel starts in the background). RUN offers `python`
+and `search` (BM25 over data/corpus by default, or an HTTP search API). EVAL takes the final
+assistant message's \\boxed{} answer (config `boxed_answers`, as in math) and checks it against
+the row's answer spec: numeric (pint units, tolerance) and choice checks run in a thread;
 symbolic ones with math-verify in the verifier pool. A malformed spec is an eval_error.
 """
 
@@ -13,24 +13,32 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from fastapi import FastAPI, Request
-from pydantic import Field, PrivateAttr, field_validator
+from fastapi import FastAPI
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.resources.server import (
     SandboxResourcesServer,
     SandboxResourcesServerConfig,
     SandboxVerifyRequest,
+    SandboxVerifyResponse,
     SeedSessionRequest,
 )
-from prorl_gym.resources.tools import Tool, ToolArgs, ToolResult
-from prorl_gym.resources.transcript import count_tool_calls, final_assistant_text
+from prorl_gym.resources.tools import Tool, ToolResult
 from prorl_gym.sandbox import Sandbox
-from prorl_gym.verify.answers import final_boxed_answer
+from prorl_gym.verify.answers import boxed_answer_of
 from prorl_gym.verify.stem_check import SymbolicSpec, check_answer, parse_spec
-from resources_servers.stem.search import SearchBackend, SearchConfig, SearchError, format_passages, make_backend
+from resources_servers.stem.search import (
+    SEARCH,
+    SearchArgs,
+    SearchBackend,
+    SearchConfig,
+    SearchError,
+    format_passages,
+    make_backend,
+)
 from resources_servers.stem.symbolic import MAX_SYMBOLIC_CHARS, symbolic_answer, symbolic_gold
 
 HERE = Path(__file__).resolve().parent
@@ -39,31 +47,36 @@ HERE = Path(__file__).resolve().parent
 class StemResourcesServerConfig(SandboxResourcesServerConfig):
     tools: list[str] = Field(default_factory=lambda: ["python", "search"])
     verifier_workers: int = 2
+    check: str = "prorl_gym.verify.math_check:check_math"  # symbolic answers, in the verifier workers
+    boxed_answers: Literal["one", "last"] = "one"  # several different boxed answers: none, or the last
     search: SearchConfig = Field(default_factory=SearchConfig)
 
 
-class StemSeedSessionRequest(SeedSessionRequest):
+class StemTask(BaseModel):
+    model_config = ConfigDict(extra="allow")
     answer: Any  # required at INIT; its content is checked at EVAL (a bad spec is an eval_error)
+
+
+class StemSeedSessionRequest(StemTask, SeedSessionRequest):
+    pass
 
 
 class StemVerifyRequest(SandboxVerifyRequest):
     answer: Any = None  # validated by parse_spec, so a malformed or missing spec is an eval_error, not a 422
 
 
-class SearchArgs(ToolArgs):
-    query: str = Field(description="Keywords or a question to look up.")
-
-    @field_validator("query")
-    @classmethod
-    def _query(cls, query: str) -> str:
-        # Checked here, not as minLength/maxLength: strict function schemas do not allow those keywords.
-        if not query.strip() or len(query) > 500:
-            raise ValueError("query must be 1 to 500 characters")
-        return query
+class StemVerifyResponse(SandboxVerifyResponse):
+    answer_kind: str | None = None  # numeric, choice, symbolic
+    extracted_answer: str | None = None
+    answer_problem: str | None = None  # no_boxed_answer, multiple_boxed_answers, unit_mismatch, ...
+    check: dict[str, Any] | None = None
 
 
 class StemResourcesServer(SandboxResourcesServer):
     config: StemResourcesServerConfig
+    seed_request = StemSeedSessionRequest
+    verify_request = StemVerifyRequest
+    verify_response = StemVerifyResponse
     _search: SearchBackend = PrivateAttr()
 
     def setup_webserver(self) -> FastAPI:
@@ -73,20 +86,14 @@ class StemResourcesServer(SandboxResourcesServer):
         run_with_app(app, None, self._search.close)
         return app
 
-    def extra_tools(self) -> list[Tool]:
-        return [
-            Tool(
-                name="search",
-                description=(
-                    "Search the reference library (physics, chemistry, biology, engineering: constants, "
-                    "definitions, formulas, data tables). Returns the best-matching passages with their titles."
-                ),
-                args=SearchArgs,
-                run=self._run_search,
-            )
-        ]
+    @classmethod
+    def environment_tools(cls) -> list[Tool]:
+        return [SEARCH]
 
-    async def _run_search(self, sandbox: Sandbox, args: SearchArgs) -> ToolResult:
+    def verifier_checks(self) -> list[str]:
+        return [self.config.check]
+
+    async def run_search(self, sandbox: Sandbox, args: SearchArgs) -> ToolResult:
         try:
             passages = await self._search.search(args.query, self.config.search.top_k)
         except SearchError as exc:
@@ -94,26 +101,12 @@ class StemResourcesServer(SandboxResourcesServer):
         sources = [p.source for p in passages]
         return ToolResult(content=format_passages(passages), metadata={"results": len(passages), "sources": sources})
 
-    async def seed_session(self, request: Request, body: StemSeedSessionRequest):
-        return await super().seed_session(request, body)
-
-    async def stage_task(self, sandbox: Sandbox, row: SeedSessionRequest) -> None:
-        pass  # nothing to stage: the question is in the prompt, the corpus behind `search`
-
-    async def verify(self, request: Request, body: StemVerifyRequest):
-        return await super().verify(request, body)
-
     async def evaluate(self, body: StemVerifyRequest, sandbox: Sandbox | None) -> dict[str, Any]:
         # A malformed spec raises AnswerSpecError (a VerifierError): an eval_error, whatever the answer.
         spec = await asyncio.to_thread(parse_spec, body.answer)
         gold = await asyncio.to_thread(symbolic_gold, spec.expression) if isinstance(spec, SymbolicSpec) else None
-        answer, problem = final_boxed_answer(final_assistant_text(body.response))
-        fields: dict[str, Any] = {
-            "answer_kind": spec.kind,
-            "extracted_answer": answer,
-            "answer_problem": problem,
-            "num_tool_calls": count_tool_calls(body.response),
-        }
+        answer, problem = boxed_answer_of(body.response, self.config.boxed_answers)
+        fields: dict[str, Any] = {"answer_kind": spec.kind, "extracted_answer": answer, "answer_problem": problem}
         if answer is None:
             return fields | {"reward": 0.0}
         if gold is None:
@@ -122,7 +115,9 @@ class StemResourcesServer(SandboxResourcesServer):
             result = {"correct": False, "score": 0.0, "problem": "answer_too_long"}
         else:
             checker = {"kind": "math_verify"}
-            result = await self.verifiers.check("math", answer=symbolic_answer(answer), expected=gold, checker=checker)
+            result = await self.verifiers.check(
+                self.config.check, answer=symbolic_answer(answer), expected=gold, checker=checker
+            )
         return fields | {"reward": float(result["correct"]), "answer_problem": result.get("problem"), "check": result}
 
 

@@ -4,17 +4,23 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-SYSTEM_PROMPT = (
-    "You are answering a science or engineering question. You have two tools: `search` looks up "
-    "passages in a reference library (constants, definitions, formulas, data tables) and `python` "
-    "runs code in a persistent IPython session (numpy, scipy and sympy are installed). Look up what "
-    "you need, compute with Python, and when you are done reply without calling a tool and put the "
-    "final answer, and only the final answer, in \\boxed{} in that last message: a number with its "
-    "unit (e.g. \\boxed{9.81 m/s^2}), an option letter (e.g. \\boxed{B}), or an expression "
-    "(e.g. \\boxed{x^2+1})."
-)
+from prorl_gym.resources.tools import tools_sentence
+from resources_servers.stem.search import SEARCH
+
+
+@cache
+def system_prompt() -> str:
+    return (
+        f"You are answering a science or engineering question. {tools_sentence('stem', (SEARCH,))} Python has "
+        "numpy, scipy and sympy. Look up what you need, compute with Python, and when you are done reply without "
+        "calling a tool and put the final answer, and only the final answer, in \\boxed{} in that last message: "
+        "a number with its unit (e.g. \\boxed{9.81 m/s^2}), an option letter (e.g. \\boxed{B}), or an expression "
+        "(e.g. \\boxed{x^2+1})."
+    )
+
 
 FORMAT_HINTS = {
     "numeric": "Give the final answer as a number with its unit in \\boxed{}.",
@@ -49,7 +55,7 @@ def build_row(
     row: dict[str, Any] = {
         "responses_create_params": {
             "input": [
-                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "system", "content": system_prompt()},
                 {"role": "user", "content": user_message(question, answer, choices)},
             ],
         },

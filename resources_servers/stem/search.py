@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 import aiohttp
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from rank_bm25 import BM25Okapi
 
 from prorl_gym.errors import ProrlError
+from prorl_gym.resources.tools import Tool, ToolArgs
 
 MAX_PASSAGE_CHARS = 2000  # per passage shown to the policy, whatever the backend returns
 MAX_REPLY_BYTES = 1 << 20
@@ -215,3 +216,27 @@ def format_passages(passages: list[Passage]) -> str:
         text = p.text if len(p.text) <= MAX_PASSAGE_CHARS else p.text[:MAX_PASSAGE_CHARS] + " [...]"
         blocks.append(f"[{i}] {p.title}" + (f" ({p.source})" if p.source else "") + f"\n{text}")
     return "\n\n".join(blocks)
+
+
+class SearchArgs(ToolArgs):
+    query: str = Field(description="Keywords or a question to look up.")
+
+    @field_validator("query")
+    @classmethod
+    def _query(cls, query: str) -> str:
+        # Checked here, not as minLength/maxLength: strict function schemas do not allow those keywords.
+        if not query.strip() or len(query) > 500:
+            raise ValueError("query must be 1 to 500 characters")
+        return query
+
+
+SEARCH = Tool(
+    name="search",
+    description=(
+        "Search the reference library (physics, chemistry, biology, engineering: constants, "
+        "definitions, formulas, data tables). Returns the best-matching passages with their titles."
+    ),
+    args=SearchArgs,
+    run="run_search",
+    summary="`search` looks up passages in a reference library (constants, definitions, formulas, data tables)",
+)

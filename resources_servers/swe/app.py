@@ -16,16 +16,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fastapi import Request
 from pydantic import Field, field_validator
 
 from prorl_gym.resources.server import (
     SandboxResourcesServer,
     SandboxResourcesServerConfig,
     SandboxVerifyRequest,
+    SandboxVerifyResponse,
     SeedSessionRequest,
 )
-from prorl_gym.resources.transcript import count_tool_calls
 from prorl_gym.sandbox import Sandbox, SandboxSpec
 from prorl_gym.verify.pool import VerifierError
 from resources_servers.swe.evaluate import agent_diff, evaluate_patch
@@ -58,18 +57,28 @@ class SweVerifyRequest(SandboxVerifyRequest, SweTask):
     pass
 
 
+class SweVerifyResponse(SandboxVerifyResponse):
+    resolved: bool = False
+    reason: str | None = None  # why not resolved: empty patch, does not apply, tests failed, ...
+    patch_bytes: int = 0
+    patch_applied: bool = False
+    fail_to_pass_total: int = 0
+    fail_to_pass_passed: int = 0
+    pass_to_pass_total: int = 0
+    pass_to_pass_passed: int = 0
+    failed_tests: list[str] = Field(default_factory=list)
+    test_files_dropped: list[str] = Field(default_factory=list)  # the patch's test edits, dropped before grading
+
+
 class SweResourcesServer(SandboxResourcesServer):
     config: SweResourcesServerConfig
+    seed_request = SweTask
+    verify_request = SweVerifyRequest
+    verify_response = SweVerifyResponse
 
     @property
     def cache_dir(self) -> Path:
         return REPO_ROOT / self.config.repo_cache_dir
-
-    async def seed_session(self, request: Request, body: SweTask):
-        return await super().seed_session(request, body)
-
-    async def verify(self, request: Request, body: SweVerifyRequest):
-        return await super().verify(request, body)
 
     async def sandbox_spec(self, row: SweTask) -> SandboxSpec:
         return task_spec(self.config.sandbox, row, await prepare_repo(row, self.cache_dir))
@@ -84,8 +93,7 @@ class SweResourcesServer(SandboxResourcesServer):
             repo_dir = await prepare_repo(body, self.cache_dir)
         except RepoPrepError as exc:  # the task's repository cannot be built: the eval machinery failed
             raise VerifierError(str(exc)) from exc
-        result = await evaluate_patch(body, patch, self.config.sandbox, repo_dir, self.config.eval_timeout_s)
-        return result | {"num_tool_calls": count_tool_calls(body.response)}
+        return await evaluate_patch(body, patch, self.config.sandbox, repo_dir, self.config.eval_timeout_s)
 
 
 if __name__ == "__main__":

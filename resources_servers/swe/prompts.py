@@ -4,18 +4,25 @@
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-SYSTEM_PROMPT = (
-    "You are a software engineer fixing an issue in a Python repository. The repository is checked out at "
-    "{repo_path} (your working directory) at its base commit, with git. Tools: `bash` runs shell commands "
-    "(persistent session; no network), `editor` views and edits files, `submit` ends the task. Work like "
-    "this: read the issue, find the relevant code, reproduce the problem (e.g. with a small script or "
-    "`python -m pytest -q <test file or id>`), fix it with a minimal change to the non-test source files, "
-    "and run the relevant tests again. Changes to test files and test configuration are discarded before "
-    "grading; your change is graded by the project's own tests. Call `submit` when you are done: what is "
-    "graded is the state of the repository at that moment (its diff against the base commit)."
-)
+from prorl_gym.resources.tools import tools_sentence
+
+
+@cache
+def system_prompt(repo_path: str) -> str:
+    return (
+        "You are a software engineer fixing an issue in a Python repository. The repository is checked out at "
+        f"{repo_path} (your working directory) at its base commit, with git. {tools_sentence('swe')} The shell "
+        "has no network. Work like this: read the issue, find the relevant code, reproduce the problem (e.g. with "
+        "a small script or `python -m pytest -q <test file or id>`), fix it with a minimal change to the non-test "
+        "source files, and run the relevant tests again. Changes to test files and test configuration are "
+        "discarded before grading; your change is graded by the project's own tests. Call `submit` when you are "
+        "done: what is graded is the state of the repository at that moment (its diff against the base commit)."
+    )
+
+
 USER_TEMPLATE = (
     "Resolve the following issue in the repository at {repo_path}.\n\n<issue>\n{problem_statement}\n</issue>"
 )
@@ -38,7 +45,7 @@ TASK_FIELDS = (
 def build_row(task: dict[str, Any], repo_path: str = "/workspace") -> dict[str, Any]:
     """A dataset row from a SWE task in the SWE-bench schema (plus `environment`)."""
     messages = [
-        {"role": "system", "content": SYSTEM_PROMPT.format(repo_path=repo_path)},
+        {"role": "system", "content": system_prompt(repo_path)},
         {
             "role": "user",
             "content": USER_TEMPLATE.format(repo_path=repo_path, problem_statement=task["problem_statement"].strip()),

@@ -6,12 +6,12 @@
     RUN   the multi-turn loop (loop.py): policy via the model server <-> tool routes
     EVAL  resources server /verify: reward; the sandbox is closed there
 
-`/run` (what ng_collect_rollouts and the NeMo RL trainer call) returns the verify
-response plus the rollout's own record: `failure` ({stage, type, message} or null),
-`stop_reason`, per-stage `timings`, turn and tool-call counts, and whether the token ids
-obey NeMo RL's contiguity rule. A failed rollout also carries `_ng_failure_class`, so
-ng_collect_rollouts writes it to the failures sidecar instead of scoring it 0. The
-sandbox is released on every path.
+`/run` (what ng_collect_rollouts and the NeMo RL trainer call) returns a RolloutRecord
+(prorl_gym/pipeline/records.py): the verify response plus the rollout's own fields:
+`failure` ({stage, type, message} or null), `stop_reason`, per-stage `timings`, turn and
+tool-call counts, `host`, `attempts`, and whether the token ids obey NeMo RL's contiguity
+rule. A failed rollout also carries `_ng_failure_class`, so ng_collect_rollouts writes it
+to the failures sidecar instead of scoring it 0. The sandbox is released on every path.
 
 The job API (submit batches, stream results, cancel, status; docs/job_api.md) runs the same
 rollout(); its logic is prorl_gym/pipeline/jobs.py, only its routes are here.
@@ -39,19 +39,19 @@ from prorl_gym.lifespan import run_with_app
 from prorl_gym.pipeline.failures import Failure, FailureType, RolloutFailure, Stage
 from prorl_gym.pipeline.jobs import JobError, JobManager
 from prorl_gym.pipeline.metrics import rollout_metrics
+from prorl_gym.pipeline.records import NG_FAILURE_CLASS_KEY, RolloutRecord
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.pipeline.tokens import token_ids_contiguous
+from prorl_gym.resources.protocol import ToolsResponse
 from responses_api_agents.prorl_agent.loop import AgentLoop, Limits
 
 log = logging.getLogger(__name__)
-NG_FAILURE_CLASS_KEY = "_ng_failure_class"  # read by ng_collect_rollouts
 
 
 class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
     resources_server: ResourcesServerRef
     model_server: ModelServerRef
     limits: Limits = Field(default_factory=Limits)
-    finish_tools: list[str] = Field(default_factory=list)
     max_init_workers: int = 16
     max_run_workers: int = 64
     max_eval_workers: int = 16
@@ -59,8 +59,9 @@ class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
     run_timeout_s: float = 3600.0
     eval_timeout_s: float = 600.0
     release_timeout_s: float = 30.0
-    # coupled: max_run_workers workers each do INIT+RUN+EVAL of one rollout in turn (the
-    # design staged pipelines replace; kept as the baseline of benchmarks/pipeline_overlap).
+    # staged: INIT, RUN and EVAL each have their own worker pool (the design of this agent).
+    # coupled: max_run_workers workers each do INIT+RUN+EVAL of one rollout in turn; the design
+    # staged pipelines replace, kept as the same-run baseline of benchmarks/pipeline_overlap.
     pipeline: Literal["staged", "coupled"] = "staged"
     jobs: JobLimits = Field(default_factory=JobLimits)  # bounds of the job API
 
@@ -80,7 +81,7 @@ class ProRLAgent(SimpleResponsesAPIAgent):
     config: ProRLAgentConfig
     _pools: dict[Stage, StagePool] = PrivateAttr()
     _coupled: asyncio.Semaphore | None = PrivateAttr(default=None)
-    _tools: list[dict] | None = PrivateAttr(default=None)
+    _tools: ToolsResponse | None = PrivateAttr(default=None)
     _jobs: JobManager = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
@@ -102,32 +103,29 @@ class ProRLAgent(SimpleResponsesAPIAgent):
 
     def setup_webserver(self):
         app = super().setup_webserver()
-        app.get("/stats")(self.stats)
         self._mount_job_routes(app)
         return app
-
-    async def stats(self) -> dict:
-        return {stage.value: pool.stats() for stage, pool in self._pools.items()}
 
     # ------------------------------------------------------------------ /run: the pipeline
 
     async def run(self, request: Request, body: ProRLRunRequest) -> dict:
         # exclude_unset: a field the row left out must stay out (NeMo Gym's vllm_model
         # breaks on an explicit `metadata: null`).
-        return await self.rollout(body.model_dump(exclude_unset=True), dict(request.cookies))
+        record = await self.rollout(body.model_dump(exclude_unset=True), dict(request.cookies))
+        return record.wire()
 
-    async def rollout(self, row: dict, cookies: dict | None = None) -> dict:
+    async def rollout(self, row: dict, cookies: dict | None = None) -> RolloutRecord:
         """One rollout through INIT -> RUN -> EVAL; the record, whatever happened."""
         started = time.perf_counter()
         async with self._coupled or nullcontext():
             timings = {"coupled_queue_s": time.perf_counter() - started} if self._coupled else {}
             return await self._rollout(row, dict(cookies or {}), timings, started)
 
-    async def _rollout(self, row: dict, cookies: dict, timings: dict[str, float], started: float) -> dict:
-        stage, loop, verified, failure = Stage.INIT, None, None, None
+    async def _rollout(self, row: dict, cookies: dict, timings: dict[str, float], started: float) -> RolloutRecord:
+        stage, loop, verified, failure, seeded = Stage.INIT, None, None, None, {}
         try:
             params = ProRLRunRequest.model_validate(row).responses_create_params
-            tools = await self._pools[Stage.INIT].run(lambda: self._init(row, cookies), timings)
+            seeded, tools = await self._pools[Stage.INIT].run(lambda: self._init(row, cookies), timings)
             stage = Stage.RUN
             loop = self._new_loop(params, tools, cookies)
             stop_reason = await self._pools[Stage.RUN].run(loop.run, timings)
@@ -149,21 +147,21 @@ class ProRLAgent(SimpleResponsesAPIAgent):
             if verified is None:  # /verify closes the sandbox; on any other path release it here
                 await asyncio.shield(self._release(cookies))
         timings["total_s"] = time.perf_counter() - started
-        return self._record(row, loop, verified, failure, timings)
+        return self._record(row, loop, verified, failure, timings, seeded.get("host"))
 
-    async def _init(self, row: dict, cookies: dict) -> list[dict]:
+    async def _init(self, row: dict, cookies: dict) -> tuple[dict, ToolsResponse]:
         seeding = asyncio.ensure_future(self._seed(row, cookies))
         try:
-            await asyncio.shield(seeding)
+            seeded = await asyncio.shield(seeding)
         except asyncio.CancelledError:
             # The server may be starting this rollout's sandbox: wait for its session cookie,
             # so that the release that follows finds the sandbox instead of leaking it.
             with suppress(Exception):
                 await asyncio.wait_for(seeding, self.config.release_timeout_s)
             raise
-        return await self._tool_schemas()
+        return seeded, await self._tool_list()
 
-    async def _seed(self, row: dict, cookies: dict) -> None:
+    async def _seed(self, row: dict, cookies: dict) -> dict:
         response = await self.server_client.post(
             server_name=self.config.resources_server.name, url_path="/seed_session", json=row, cookies=cookies
         )
@@ -173,20 +171,21 @@ class ProRLAgent(SimpleResponsesAPIAgent):
             raise RolloutFailure(
                 Stage.INIT, FailureType.INIT_ERROR, f"seed_session returned {response.status}: {payload[:1500]!r}"
             )
+        return json.loads(payload)
 
-    async def _tool_schemas(self) -> list[dict]:
+    async def _tool_list(self) -> ToolsResponse:
         if self._tools is None:  # the resources server is the one home of its tool definitions
             response = await self.server_client.get(server_name=self.config.resources_server.name, url_path="/tools")
             if response.status != 200:
                 raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, f"/tools returned {response.status}")
-            self._tools = await get_response_json(response)
+            self._tools = ToolsResponse.model_validate(await get_response_json(response))
         return self._tools
 
     def _new_loop(
-        self, params: NeMoGymResponseCreateParamsNonStreaming, tools: list[dict], cookies: dict
+        self, params: NeMoGymResponseCreateParamsNonStreaming, tools: ToolsResponse, cookies: dict
     ) -> AgentLoop:
         if not params.tools:  # a row may bring its own tools; otherwise the server's
-            params = params.model_copy(update={"tools": tools})
+            params = params.model_copy(update={"tools": tools.tools})
         return AgentLoop(
             client=self.server_client,
             model_server=self.config.model_server.name,
@@ -194,7 +193,7 @@ class ProRLAgent(SimpleResponsesAPIAgent):
             params=params,
             limits=self.config.limits,
             resources_cookies=cookies,
-            finish_tools=frozenset(self.config.finish_tools),
+            finish_tools=frozenset(tools.ends_rollout),
         )
 
     async def _eval(self, row: dict, loop: AgentLoop, cookies: dict, stop_reason: str) -> dict:
@@ -237,33 +236,35 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         return base.model_copy(update={"output": list(loop.outputs), "usage": usage})
 
     def _record(
-        self, row: dict, loop: AgentLoop | None, verified: dict | None, failure: Failure | None, timings: dict
-    ) -> dict:
-        record = (
-            verified
-            if verified is not None
-            else row | {"response": self._transcript(loop).model_dump(), "reward": 0.0}
-        )
-        failure = failure or (Failure.model_validate(record["failure"]) if record.get("failure") else None)
-        record["failure"] = failure.model_dump(mode="json") if failure else None
-        if failure:
-            record["reward"] = 0.0
-            record[NG_FAILURE_CLASS_KEY] = failure.type.value
+        self,
+        row: dict,
+        loop: AgentLoop | None,
+        verified: dict | None,
+        failure: Failure | None,
+        timings: dict,
+        host: str | None,
+    ) -> RolloutRecord:
+        """The record: the verify response (or the row and transcript, without one) and our own fields."""
+        fields = verified if verified is not None else row | {"response": self._transcript(loop).model_dump()}
+        failure = failure or (Failure.model_validate(fields["failure"]) if fields.get("failure") else None)
         stats = loop.stats if loop else None
-        record |= {
-            "stop_reason": record.get("stop_reason"),
-            "timings": timings
-            | (
-                {"policy_s": stats.policy_s, "tools_s": stats.tools_s, "tool_exec_s": stats.tool_exec_s}
-                if stats
-                else {}
-            ),
-            "num_turns": stats.turns if stats else 0,
-            "num_tool_calls": stats.tool_calls if stats else 0,
-            "malformed_tool_calls": stats.malformed_tool_calls if stats else 0,
-            "token_ids_contiguous": token_ids_contiguous(record["response"].get("output", [])),
-        }
-        return record
+        if stats:
+            timings |= {"policy_s": stats.policy_s, "tools_s": stats.tools_s, "tool_exec_s": stats.tool_exec_s}
+        return RolloutRecord.model_validate(
+            fields
+            | {
+                "reward": 0.0 if failure or verified is None else fields["reward"],
+                "failure": failure,
+                NG_FAILURE_CLASS_KEY: failure.type.value if failure else None,
+                "stop_reason": fields.get("stop_reason"),
+                "timings": timings,
+                "num_turns": stats.turns if stats else 0,
+                "num_tool_calls": stats.tool_calls if stats else 0,
+                "malformed_tool_calls": stats.malformed_tool_calls if stats else 0,
+                "token_ids_contiguous": token_ids_contiguous(fields["response"].get("output", [])),
+                "host": host,
+            }
+        )
 
     # ------------------------------------------------------------------ /v1/responses: the loop alone
 
@@ -271,7 +272,7 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming = Body()
     ) -> NeMoGymResponse:
         """RUN only, for callers that seed and verify themselves (NeMo Gym's agent contract)."""
-        loop = self._new_loop(body, await self._tool_schemas(), dict(request.cookies))
+        loop = self._new_loop(body, await self._tool_list(), dict(request.cookies))
         await loop.run()
         return self._transcript(loop)
 
@@ -304,7 +305,7 @@ class ProRLAgent(SimpleResponsesAPIAgent):
 
             async def lines():  # a None record is a heartbeat
                 async for record in records:
-                    line = json.dumps(record, default=str) if record is not None else ""
+                    line = json.dumps(record.wire()) if record is not None else ""
                     yield (f"data: {line}\n\n" if line else ": heartbeat\n\n") if sse else f"{line}\n"
 
             return StreamingResponse(lines(), media_type="text/event-stream" if sse else "application/x-ndjson")

@@ -102,12 +102,3 @@ def test_splits_come_from_the_agent_configs():
         splits.resolve("swe", "validation")
     with pytest.raises(splits.SplitError, match="unknown environment"):
         splits.resolve("chess", "example")
-
-
-def test_a_missing_generated_split_says_how_to_make_it(monkeypatch):
-    missing = splits.Split("code_train", "train", REPO_ROOT / "resources_servers/code/data/not-generated.jsonl")
-    monkeypatch.setattr(splits, "splits", lambda env: [missing])
-    with pytest.raises(
-        splits.SplitError, match=r"does not exist: generate it with `.*data/prepare_code.py` \(or `make data`\)"
-    ):
-        splits.resolve("code", "train")

@@ -14,6 +14,7 @@ import pytest
 
 from prorl_gym.client import JobLimits, SubmitRequest
 from prorl_gym.pipeline.jobs import JobError, JobManager
+from prorl_gym.pipeline.records import RolloutRecord
 
 
 def row(i: int) -> dict:
@@ -27,7 +28,7 @@ class FakeRollout:
         self.calls: list[tuple[dict, asyncio.Future]] = []
         self.cancelled: list[dict] = []
 
-    async def __call__(self, row: dict) -> dict:
+    async def __call__(self, row: dict) -> RolloutRecord:
         future = asyncio.get_running_loop().create_future()
         self.calls.append((row, future))
         try:
@@ -38,7 +39,8 @@ class FakeRollout:
 
     def finish(self, index: int, reward: float = 1.0, failure: dict | None = None, **timings: float) -> None:
         row, future = self.calls[index]
-        future.set_result(row | {"reward": reward, "failure": failure, "timings": timings or {"run_s": 1.0}})
+        record = row | {"reward": reward, "failure": failure, "timings": timings or {"run_s": 1.0}}
+        future.set_result(RolloutRecord.model_validate(record))
 
 
 async def turn(times: int = 5) -> None:
@@ -48,7 +50,8 @@ async def turn(times: int = 5) -> None:
 
 
 async def collect(manager: JobManager, batch_id: str, after: int = 0) -> list[dict]:
-    return [r async for r in manager.follow(batch_id, after) if r is not None]
+    """The stream's records as the wire has them."""
+    return [r.wire() async for r in manager.follow(batch_id, after) if r is not None]
 
 
 STAGES = {"init": {"workers": 2, "waiting": 1, "in_flight": 2}}
@@ -98,7 +101,7 @@ async def test_results_stream_in_completion_order_and_the_stream_ends_with_the_b
     assert len(await collect(manager, batch.batch_id)) == 3
     assert [r["job_id"] for r in await collect(manager, batch.batch_id, after=2)] == [batch.job_ids[1]]
     polled = await manager.job(batch.job_ids[1])
-    assert polled.status == "completed" and polled.record["reward"] == 1.0 and polled.batch_ids == [batch.batch_id]
+    assert polled.status == "completed" and polled.record.reward == 1.0 and polled.batch_ids == [batch.batch_id]
     assert (await manager.batch(batch.batch_id)).model_dump() == {
         "batch_id": batch.batch_id,
         "total": 3,
@@ -116,7 +119,7 @@ async def test_an_idle_stream_sends_heartbeats(fake):
     stream = manager.follow(batch.batch_id)
     assert await asyncio.wait_for(anext(stream), 1) is None
     fake.finish(0)
-    assert (await asyncio.wait_for(anext(stream), 1))["status"] == "completed"
+    assert (await asyncio.wait_for(anext(stream), 1)).status == "completed"
     await manager.close()
 
 
@@ -160,8 +163,9 @@ async def test_cancelling_a_job_cancels_its_rollout_and_streams_a_cancelled_reco
     assert fake.cancelled == [fake.calls[0][0]]  # the coroutine itself saw CancelledError
     job = await manager.job(batch.job_ids[0])
     assert job.status == "cancelled" and job.cancel_requested
-    assert job.record["failure"]["type"] == "cancelled" and job.record["_ng_failure_class"] == "cancelled"
-    assert job.record["reward"] == 0.0 and job.record["task_id"] == "t0"
+    record = job.record.wire()
+    assert record["failure"]["type"] == "cancelled" and record["_ng_failure_class"] == "cancelled"
+    assert record["reward"] == 0.0 and record["task_id"] == "t0"
     assert (await manager.cancel_job(batch.job_ids[0])).cancelled == []  # finished: nothing to cancel
     fake.finish(1)
     await turn()
@@ -173,7 +177,7 @@ async def test_a_job_cancelled_before_its_rollout_started_still_gets_a_record(ma
     batch = submit(manager, [row(0)])
     result = await manager.cancel_batch(batch.batch_id)  # no turn of the loop: the coroutine never ran
     assert result.settled and not fake.calls
-    assert (await manager.job(batch.job_ids[0])).record["failure"]["type"] == "cancelled"
+    assert (await manager.job(batch.job_ids[0])).record.failure.type == "cancelled"
 
 
 async def test_cancelling_a_batch_leaves_finished_jobs_alone(manager, fake):

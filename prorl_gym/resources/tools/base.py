@@ -29,9 +29,12 @@ class ToolArgs(BaseModel):
 @dataclass(frozen=True)
 class Tool:
     name: str
-    description: str
+    description: str  # what the policy reads in the tool's schema
     args: type[ToolArgs]
-    run: Callable[[Sandbox, Any], Awaitable[ToolResult]]
+    # the handler; an environment's own tool that needs its server names the server's method instead
+    run: Callable[[Sandbox, Any], Awaitable[ToolResult]] | str
+    summary: str  # one clause for a system prompt: "`bash` runs shell commands"
+    ends_rollout: bool = False  # calling it ends the rollout (e.g. submit): the agent stops after it
 
     def schema(self) -> dict:
         """Responses-API function tool (NeMo Gym rows carry this shape)."""
@@ -46,3 +49,16 @@ class Tool:
             "parameters": params,
             "strict": True,
         }
+
+
+NUMBERS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+
+
+def describe_tools(tools: list[Tool]) -> str:
+    """The sentence a system prompt uses to introduce `tools` (built from the config's list)."""
+    if not tools:
+        return "You have no tools."
+    clauses = [tool.summary for tool in tools]
+    listed = clauses[0] if len(clauses) == 1 else ", ".join(clauses[:-1]) + " and " + clauses[-1]
+    count = NUMBERS[len(tools)] if len(tools) < len(NUMBERS) else str(len(tools))
+    return f"You have {count} tool{'s' if len(tools) > 1 else ''}: {listed}."

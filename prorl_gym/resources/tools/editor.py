@@ -49,7 +49,7 @@ def _snippet(text: str, line: int) -> str:
 
 async def run_editor(sandbox: Sandbox, args: EditorArgs) -> ToolResult:
     try:
-        content = await _dispatch(sandbox, args)
+        content = await COMMANDS[args.command](sandbox, sandbox.files.resolve(args.path), args)
     except (SandboxFileError, ValueError) as exc:
         return ToolResult(content=f"Error: {exc}", metadata={"error": type(exc).__name__})
     return ToolResult(content=content)
@@ -61,56 +61,64 @@ def _require(value, name: str, command: str):
     return value
 
 
-async def _dispatch(sandbox: Sandbox, args: EditorArgs) -> str:
-    path = sandbox.files.resolve(args.path)
-    history = sandbox.edit_history
-    if args.command == "view":
-        is_dir = (await sandbox.bash(f"test -d {shlex.quote(path)}")).exit_code == 0
-        if is_dir:
-            listing = await sandbox.bash(f"find {shlex.quote(path)} -maxdepth 2 -not -path '*/.*' | sort | head -500")
-            return f"Files and directories up to 2 levels deep in {path}:\n{listing.output}"
-        text = await sandbox.read_file(path)
-        first, last = 1, len(text.splitlines())
-        if args.view_range:
-            if len(args.view_range) != 2:
-                raise ValueError("view_range must be [first, last]")
-            first, last = args.view_range[0], (last if args.view_range[1] == -1 else args.view_range[1])
-        shown = _numbered("\n".join(text.splitlines()[first - 1 : last]), first)
-        if len(shown) > MAX_VIEW_CHARS:
-            shown = shown[:MAX_VIEW_CHARS] + "\n[... truncated: view a smaller view_range ...]\n"
-        return shown
-    if args.command == "create":
-        if (await sandbox.bash(f"test -e {shlex.quote(path)}")).exit_code == 0:
-            raise ValueError(f"{path} already exists; use str_replace or insert to change it")
-        await sandbox.write_file(path, _require(args.file_text, "file_text", "create"))
-        history.setdefault(path, []).append(None)
-        return f"File created: {path}"
-    if args.command == "str_replace":
-        old = await sandbox.read_file(path)
-        updated = await sandbox.edit_file(path, _require(args.old_str, "old_str", "str_replace"), args.new_str or "")
-        history.setdefault(path, []).append(old)
-        line = updated[: updated.find(args.new_str or "") if args.new_str else 0].count("\n") + 1
-        return f"Edited {path}. The changed lines:\n{_snippet(updated, line)}"
-    if args.command == "insert":
-        at = _require(args.insert_line, "insert_line", "insert")
-        old = await sandbox.read_file(path)
-        lines = old.splitlines(keepends=True)
-        if not 0 <= at <= len(lines):
-            raise ValueError(f"insert_line must be between 0 and {len(lines)}")
-        text = _require(args.new_str, "new_str", "insert")
-        updated = "".join(lines[:at]) + text + ("" if text.endswith("\n") else "\n") + "".join(lines[at:])
-        await sandbox.write_file(path, updated)
-        history.setdefault(path, []).append(old)
-        return f"Inserted into {path}. The changed lines:\n{_snippet(updated, at + 1)}"
-    # undo_edit
-    if not history.get(path):
+async def _view(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
+    if (await sandbox.bash(f"test -d {shlex.quote(path)}")).exit_code == 0:
+        listing = await sandbox.bash(f"find {shlex.quote(path)} -maxdepth 2 -not -path '*/.*' | sort | head -500")
+        return f"Files and directories up to 2 levels deep in {path}:\n{listing.output}"
+    text = await sandbox.read_file(path)
+    first, last = 1, len(text.splitlines())
+    if args.view_range:
+        if len(args.view_range) != 2:
+            raise ValueError("view_range must be [first, last]")
+        first, last = args.view_range[0], (last if args.view_range[1] == -1 else args.view_range[1])
+    shown = _numbered("\n".join(text.splitlines()[first - 1 : last]), first)
+    if len(shown) > MAX_VIEW_CHARS:
+        shown = shown[:MAX_VIEW_CHARS] + "\n[... truncated: view a smaller view_range ...]\n"
+    return shown
+
+
+async def _create(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
+    if (await sandbox.bash(f"test -e {shlex.quote(path)}")).exit_code == 0:
+        raise ValueError(f"{path} already exists; use str_replace or insert to change it")
+    await sandbox.write_file(path, _require(args.file_text, "file_text", "create"))
+    sandbox.edit_history.setdefault(path, []).append(None)
+    return f"File created: {path}"
+
+
+async def _str_replace(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
+    old = await sandbox.read_file(path)
+    updated = await sandbox.edit_file(path, _require(args.old_str, "old_str", "str_replace"), args.new_str or "")
+    sandbox.edit_history.setdefault(path, []).append(old)
+    line = updated[: updated.find(args.new_str or "") if args.new_str else 0].count("\n") + 1
+    return f"Edited {path}. The changed lines:\n{_snippet(updated, line)}"
+
+
+async def _insert(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
+    at = _require(args.insert_line, "insert_line", "insert")
+    old = await sandbox.read_file(path)
+    lines = old.splitlines(keepends=True)
+    if not 0 <= at <= len(lines):
+        raise ValueError(f"insert_line must be between 0 and {len(lines)}")
+    text = _require(args.new_str, "new_str", "insert")
+    updated = "".join(lines[:at]) + text + ("" if text.endswith("\n") else "\n") + "".join(lines[at:])
+    await sandbox.write_file(path, updated)
+    sandbox.edit_history.setdefault(path, []).append(old)
+    return f"Inserted into {path}. The changed lines:\n{_snippet(updated, at + 1)}"
+
+
+async def _undo_edit(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
+    history = sandbox.edit_history.get(path)
+    if not history:
         raise ValueError(f"no edit of {path} to undo")
-    previous = history[path].pop()
+    previous = history.pop()
     if previous is None:  # undoing a create
         await sandbox.bash(f"rm -f -- {shlex.quote(path)}")
         return f"Undid the creation of {path}"
     await sandbox.write_file(path, previous)
     return f"Undid the last edit of {path}"
+
+
+COMMANDS = {"view": _view, "create": _create, "str_replace": _str_replace, "insert": _insert, "undo_edit": _undo_edit}
 
 
 EDITOR = Tool(
@@ -122,4 +130,5 @@ EDITOR = Tool(
     ),
     args=EditorArgs,
     run=run_editor,
+    summary="`editor` views, creates and edits files",
 )

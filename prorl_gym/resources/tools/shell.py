@@ -56,6 +56,7 @@ BASH = Tool(
     ),
     args=BashArgs,
     run=run_bash,
+    summary="`bash` runs shell commands in a persistent session",
 )
 PYTHON = Tool(
     name="python",
@@ -65,4 +66,5 @@ PYTHON = Tool(
     ),
     args=PythonArgs,
     run=run_python,
+    summary="`python` runs code in a persistent IPython session",
 )

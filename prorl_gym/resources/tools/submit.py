@@ -1,7 +1,7 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""`submit`: the policy says it is done. The agent ends the rollout on it (finish_tools);
-what is scored is the sandbox's state (e.g. the repository's diff), not the call."""
+"""`submit`: the policy says it is done. The tool ends the rollout (`ends_rollout`); what is
+scored is the sandbox's state (e.g. the repository's diff), not the call."""
 
 from __future__ import annotations
 
@@ -24,4 +24,6 @@ SUBMIT = Tool(
     description="Call this when you are done: your changes in the workspace are then evaluated. No further tool calls.",
     args=SubmitArgs,
     run=run_submit,
+    summary="`submit` ends the task",
+    ends_rollout=True,
 )

@@ -31,7 +31,7 @@ def verify(client, row, text, tool_calls=(("bash", '{"command": "ls"}'),)):
 
 
 def test_tools_are_python_bash_and_editor(client):
-    tools = client.get("/tools").json()
+    tools = client.get("/tools").json()["tools"]
     assert [tool["name"] for tool in tools] == ["python", "bash", "editor"]
     assert all(tool["type"] == "function" and tool["parameters"]["type"] == "object" for tool in tools)
 

@@ -93,11 +93,7 @@ async def test_converted_rows_score_gold_one_and_wrong_zero(sandbox_root):
 
 
 def test_example_set_is_what_the_data_script_builds():
-    script = DATA.parents[2] / "data" / "prepare_code.py"
-    spec = importlib.util.spec_from_file_location("prepare_code", script)
-    prepare = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(prepare)
-    built = prepare.example_rows()
+    built = importlib.import_module("resources_servers.code.data.prepare").example_rows()
     committed = [json.loads(line) for line in (DATA / "example.jsonl").read_text().splitlines()]
     assert built == committed and len(committed) == 5
     assert {row["tests"]["kind"] for row in committed} == {"stdio", "functional"}

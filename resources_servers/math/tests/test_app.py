@@ -23,11 +23,9 @@ def verify(client, row, text):
 
 
 def test_tools_are_python_and_bash(client):
-    names = [tool["name"] for tool in client.get("/tools").json()]
-    assert names == ["python", "bash"]
-    assert all(
-        tool["type"] == "function" and tool["parameters"]["type"] == "object" for tool in client.get("/tools").json()
-    )
+    listed = client.get("/tools").json()
+    assert [tool["name"] for tool in listed["tools"]] == ["python", "bash"] and listed["ends_rollout"] == []
+    assert all(tool["type"] == "function" and tool["parameters"]["type"] == "object" for tool in listed["tools"])
 
 
 def test_a_rollout_uses_the_sandbox_then_verify_scores_and_closes_it(client):
@@ -94,3 +92,25 @@ def test_bad_tool_arguments_are_a_422(client):
     assert client.post("/bash", json={"cmd": "ls"}).status_code == 422
     assert client.post("/release", json={}).json() == {"released": True}
     assert client.post("/release", json={}).json() == {"released": False}
+
+
+@pytest.fixture(scope="module")
+def last_boxed_client(serve_once):
+    return serve_once(MathResourcesServer, "math_last", verifier_workers=1, domain="math", boxed_answers="last")
+
+
+@pytest.mark.parametrize(
+    "text,one,last",
+    [
+        ("\\boxed{1} no wait, \\boxed{-553883}", (0.0, "multiple_boxed_answers"), (1.0, None)),
+        ("\\boxed{-553883} no wait, \\boxed{1}", (0.0, "multiple_boxed_answers"), (0.0, None)),
+        ("\\boxed{-553883} so \\boxed{-553883}", (1.0, None), (1.0, None)),
+        ("\\boxed{-553883} then \\boxed{}", (0.0, "multiple_boxed_answers"), (0.0, "empty_boxed_answer")),
+    ],
+)
+def test_several_boxed_answers_are_none_or_the_last_as_configured(client, last_boxed_client, text, one, last):
+    row = EXAMPLE[0] | {"expected_answer": "-553883", "checker": {"kind": "math_verify"}}
+    for server, (reward, problem) in ((client, one), (last_boxed_client, last)):
+        server.post("/seed_session", json=row)
+        result = verify(server, row, text)
+        assert (result["reward"], result["answer_problem"], result["failure"]) == (reward, problem, None)

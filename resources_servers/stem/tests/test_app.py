@@ -25,7 +25,7 @@ def verify(client, row, text, seed=True):
 
 
 def test_tools_are_python_and_search(client):
-    tools = client.get("/tools").json()
+    tools = client.get("/tools").json()["tools"]
     assert [tool["name"] for tool in tools] == ["python", "search"]
     search = tools[1]["parameters"]
     assert search["required"] == ["query"] and search["additionalProperties"] is False

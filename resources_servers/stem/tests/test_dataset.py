@@ -29,10 +29,7 @@ IDS = [row["task_id"] for row in HAND]
 
 
 def load_prepare_stem():
-    spec = importlib.util.spec_from_file_location("prepare_stem", REPO / "data" / "prepare_stem.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("resources_servers.stem.data.prepare")
 
 
 def verify(client, row, text):
@@ -55,7 +52,7 @@ def test_the_set_covers_subjects_and_kinds():
 
 def test_committed_files_match_the_sources():
     prepare = load_prepare_stem()
-    assert prepare.hand_rows(DATA / "questions.yaml") == HAND, "run python data/prepare_stem.py"
+    assert prepare.hand_rows(DATA / "questions.yaml") == HAND, "run python resources_servers/stem/data/prepare.py"
     by_id = {row["task_id"]: row for row in HAND}
     example = read_jsonl("example.jsonl")
     assert len(example) == 5 and all(by_id[row["task_id"]] == row for row in example)

@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""The SCP-116K-style and GPQA-style converters of data/prepare_stem.py."""
+"""The SCP-116K-style and GPQA-style converters of data/prepare.py."""
 
 import importlib.util
 import json
@@ -18,10 +18,7 @@ SAMPLES = REPO / "resources_servers" / "stem" / "data" / "samples"
 
 @pytest.fixture(scope="module")
 def prepare():
-    spec = importlib.util.spec_from_file_location("prepare_stem", REPO / "data" / "prepare_stem.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("resources_servers.stem.data.prepare")
 
 
 @pytest.mark.parametrize(

@@ -27,8 +27,9 @@ def verify(client, row):
 def test_workspace_holds_the_repository_at_its_base_commit_only(client):
     row = EXAMPLE[0]
     assert client.post("/seed_session", json=row).status_code == 200
-    tools = [tool["name"] for tool in client.get("/tools").json()]
-    assert tools == ["bash", "editor", "submit"]
+    listed = client.get("/tools").json()
+    assert [tool["name"] for tool in listed["tools"]] == ["bash", "editor", "submit"]
+    assert listed["ends_rollout"] == ["submit"]
     log = client.post(
         "/bash", json={"command": "pwd; git log --oneline | wc -l; git rev-parse HEAD; git status --short"}
     ).json()

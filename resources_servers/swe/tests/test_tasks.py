@@ -73,11 +73,9 @@ async def test_gold_patch_resolves(row, sandbox_root):
 
 @pytest.mark.parametrize("row", EXAMPLES, ids=IDS)
 async def test_empty_patch_scores_zero_without_running_tests(row):
-    spec = SandboxSpec(backend="no-such-backend")  # any sandbox would fail to start
-    started = time.monotonic()
+    spec = SandboxSpec(root_dir="/proc/no-such-dir")  # any sandbox would fail to start: none is
     result = await evaluate_patch(row, "  \n", spec, None, 120)
     assert result["reward"] == 0.0 and result["reason"] == "empty patch"
-    assert time.monotonic() - started < 0.1
 
 
 @pytest.mark.parametrize("row", EXAMPLES, ids=IDS)

@@ -89,8 +89,9 @@ TOOLS = [
 
 def resources(client: FakeClient, tool_status: int = 200, verify=None):
     """Routes for a resources server named 'env' that echoes tool calls."""
-    client.route("env", "/seed_session", lambda body: FakeResponse(200, {"sandbox_id": "s1"}, {"env_session": "e1"}))
-    client.route("env", "/tools", lambda body: TOOLS)
+    seeded = {"sandbox_id": "s1", "host": "node-a"}
+    client.route("env", "/seed_session", lambda body: FakeResponse(200, seeded, {"env_session": "e1"}))
+    client.route("env", "/tools", lambda body: {"tools": TOOLS, "ends_rollout": []})
     client.route("env", "/release", lambda body: {"released": True})
 
     def tool(body):

@@ -41,6 +41,7 @@ def fake():
 def test_a_good_rollout_goes_through_all_three_stages(fake):
     record = agent_client(fake).post("/run", json=ROW).json()
     assert record["reward"] == 1.0 and record["failure"] is None and "_ng_failure_class" not in record
+    assert record["host"] == "node-a" and record["attempts"] == 1
     assert record["stop_reason"] == "answered" and record["num_turns"] == 2 and record["num_tool_calls"] == 1
     assert {"init_s", "run_s", "eval_s", "total_s", "init_queue_s", "policy_s", "tools_s"} <= set(record["timings"])
     paths = [path for _, path, _, _ in fake.calls]
@@ -91,8 +92,8 @@ def test_run_stage_timeout_is_typed_and_releases(fake):
     assert released(fake)
 
 
-def test_stats_report_each_stage(fake):
-    stats = agent_client(fake, max_run_workers=3).get("/stats").json()
+def test_status_reports_each_stage(fake):
+    stats = agent_client(fake, max_run_workers=3).get("/status").json()["stages"]
     assert stats["run"] == {"workers": 3, "waiting": 0, "in_flight": 0}
 
 
@@ -115,7 +116,7 @@ def test_coupled_pipeline_gives_each_rollout_one_slot_for_all_stages(fake):
     async def two():
         return await asyncio.gather(agent.rollout(ROW), agent.rollout(ROW))
 
-    first, second = asyncio.run(two())
+    first, second = (record.wire() for record in asyncio.run(two()))
     assert first["reward"] == second["reward"] == 1.0
     # the second rollout could not start its INIT before the first finished its EVAL
     assert sorted(r["timings"]["coupled_queue_s"] > 0.25 for r in (first, second)) == [False, True]
@@ -131,7 +132,7 @@ def test_a_malformed_row_is_an_init_error(fake):
         model_server={"type": "responses_api_models", "name": "model"},
     )
     record = asyncio.run(agent.rollout({"no": "params"}))
-    assert record["failure"]["type"] == "init_error" and "malformed row" in record["failure"]["message"]
+    assert record.failure.type == "init_error" and "malformed row" in record.failure.message
 
 
 def test_several_worker_processes_are_refused_with_the_reason(fake):

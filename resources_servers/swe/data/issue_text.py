@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""The issue text of an injected bug for data/prepare_swe.py: a GitHub-issue-like problem statement.
+"""The issue text of an injected bug for data/prepare.py: a GitHub-issue-like problem statement.
 
 Written from the first failing test of the mutation: a seeded title and introduction, the
 failing test code (or the statement where it fails) as the reproduction, the error lines of
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from resources_servers.swe.evaluate import is_protected
 
 if TYPE_CHECKING:
-    from data.prepare_swe import Project
-    from data.swe_mutations import Mutation
+    from resources_servers.swe.data.mutations import Mutation
+    from resources_servers.swe.data.prepare import Project
 
 TITLES = [
     "`{name}` {symptom}",

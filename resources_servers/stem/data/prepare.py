@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Build the STEM environment's datasets offline.
 
-    python data/prepare_stem.py [--scp FILE ...] [--gpqa FILE ...] [--seed 1] [--out DIR]
+    python resources_servers/stem/data/prepare.py [--scp FILE ...] [--gpqa FILE ...] [--seed 1] [--out DIR]
 
 Writes, under resources_servers/stem/data/:
   stem.jsonl     the hand-checked set (questions.yaml: >= 30 questions answerable from the corpus)
@@ -38,7 +38,7 @@ from prorl_gym.verify.answers import extract_boxed
 from prorl_gym.verify.stem_check import AnswerSpecError, parse_quantity, parse_spec
 from resources_servers.stem.prompts import build_row
 
-DATA = Path(__file__).resolve().parent.parent / "resources_servers" / "stem" / "data"
+DATA = Path(__file__).resolve().parent
 EXAMPLE_IDS = ["p03", "c05", "b07", "e10", "c08"]  # physics, chemistry, biology, engineering; all kinds
 SCP_REL_TOL = 0.02  # textbook solutions round to 2-4 significant figures
 OFFSET_ABS_TOL = 0.5  # °C/°F: a relative tolerance means nothing on an offset scale

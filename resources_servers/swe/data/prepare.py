@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Build SWE tasks offline from real PyPI projects by injecting realistic bugs (SWE-smith style).
 
-    python data/prepare_swe.py [--per-project 12] [--seed 0] [--workers 2] [--out DIR]
+    python resources_servers/swe/data/prepare.py [--per-project 12] [--seed 0] [--workers 2] [--out DIR]
 
 For each project (a pure-Python sdist whose own pytest suite passes with nothing but
 pytest): download the sdist (sha256-pinned, cached), run its suite twice in our sandbox
@@ -33,15 +33,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from data.swe_issue_text import problem_statement
-from data.swe_mutations import Mutation, mutations, ordered
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.spec import Bind
+from resources_servers.swe.data.issue_text import problem_statement
+from resources_servers.swe.data.mutations import Mutation, mutations, ordered
 from resources_servers.swe.evaluate import PYTEST_ARGS, evaluate_patch, is_protected, parse_pytest
 from resources_servers.swe.prompts import build_row
 from resources_servers.swe.repos import REPO_MOUNT, RepoCache, extract_sdist, make_readable, run_command
 
-OUT = Path(__file__).resolve().parents[1] / "resources_servers" / "swe" / "data"
+OUT = Path(__file__).resolve().parent
 PYTEST = f"python -m pytest {PYTEST_ARGS}"  # exactly the evaluator's flags
 NOOP = "diff --git a/.prorl-noop b/.prorl-noop\nnew file mode 100644\n--- /dev/null\n+++ b/.prorl-noop\n@@ -0,0 +1 @@\n+noop\n"
 

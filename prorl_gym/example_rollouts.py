@@ -6,7 +6,7 @@ Runs the scripted policy (gold actions; a stand-in for a GPU model) through ng_r
 ng_collect_rollouts over the environment's example.jsonl, and keeps the rollouts next to
 it. (example_metrics.json comes from `ng_prepare_data ... +mode=example_validation`.)
 
-    python data/make_example_rollouts.py [math ...]
+    python -m prorl_gym.example_rollouts [math ...]
 """
 
 from __future__ import annotations
@@ -16,19 +16,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from prorl_gym.demo import ENVIRONMENTS
-from prorl_gym.stack import REPO_ROOT, Stack
+from prorl_gym.environments import discover
+from prorl_gym.stack import Stack
 
 
 def main(names: list[str]) -> None:
-    for env in ENVIRONMENTS:
+    for env in discover():
         if names and env.name not in names:
             continue
         with tempfile.TemporaryDirectory() as tmp:
             output = Path(tmp) / "rollouts.jsonl"
-            with Stack([env.config], policy_data=[env.example], log_dir=Path(tmp) / "logs") as stack:
+            with Stack(env.config_paths(), policy_data=[str(env.example)], log_dir=Path(tmp) / "logs") as stack:
                 stack.collect(env.agent, env.example, output)
-            target = REPO_ROOT / Path(env.example).with_name("example_rollouts.jsonl")
+            target = env.example.with_name("example_rollouts.jsonl")
             shutil.copy(output, target)
             print(f"wrote {target}")
 

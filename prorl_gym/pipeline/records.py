@@ -1,0 +1,66 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""The rollout record: what /run and the job API return for one rollout.
+
+NeMo Gym's fields stay exactly as trainers read them (`response` with its token ids,
+`reward`, the row's own fields; `_ng_failure_class` routes a failed rollout to
+ng_collect_rollouts' failures sidecar). The environment's verify fields (e.g.
+`extracted_answer`, `resolved`: see each environment's `*VerifyResponse`) and the row's
+fields are extra fields of the record.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from prorl_gym.pipeline.failures import Failure
+
+NG_FAILURE_CLASS_KEY = "_ng_failure_class"  # read by ng_collect_rollouts
+JobStatus = Literal["running", "completed", "failed", "cancelled"]
+
+
+class RolloutRecord(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    response: dict[str, Any] | None = Field(
+        None, description="the whole transcript as one NeMo Gym response, token ids included; null if none"
+    )
+    reward: float = Field(0.0, description="the verifier's reward; 0.0 with a failure, which trainers must drop")
+    failure: Failure | None = Field(None, description="why the rollout failed ({stage, type, message}), or null")
+    stop_reason: str | None = Field(
+        None, description="how RUN ended: answered, finish_tool, max_turns, max_output_tokens, max_run_time"
+    )
+    timings: dict[str, float] = Field(
+        default_factory=dict, description="seconds: <stage>_queue_s and <stage>_s per stage, total_s, policy_s, ..."
+    )
+    num_turns: int = Field(0, description="policy calls")
+    num_tool_calls: int = 0
+    malformed_tool_calls: int = Field(0, description="tool calls returned to the policy as errors")
+    token_ids_contiguous: bool | None = Field(
+        None, description="every turn's prompt ids extend the tokens before (NeMo RL's rule); null without ids"
+    )
+    host: str | None = Field(None, description="where the rollout's sandbox ran (host or node)")
+    attempts: int = Field(1, description="how many times the rollout was run (infrastructure failures are retried)")
+    ng_failure_class: str | None = Field(
+        None, alias=NG_FAILURE_CLASS_KEY, description="the failure type, for NeMo Gym"
+    )
+    # Set in the job API's streams and polls only:
+    job_id: str | None = None
+    batch_id: str | None = None
+    status: JobStatus | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON-ready dict: NeMo Gym's names; the failure class and the stream fields only when set
+        (ng_collect_rollouts files a row with any `_ng_failure_class` key as a failure)."""
+        return self.model_dump(mode="json", by_alias=True, exclude=_unset_optional_fields(self))
+
+    @property
+    def usable(self) -> bool:
+        """Finished without a failure: fit for training."""
+        return self.failure is None
+
+
+def _unset_optional_fields(record: RolloutRecord) -> set[str]:
+    return {name for name in ("ng_failure_class", "job_id", "batch_id", "status") if getattr(record, name) is None}

@@ -1,0 +1,19 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""What the agent and a resources server say to each other beyond NeMo Gym's own models
+(light on purpose: the agent imports it without the sandbox machinery)."""
+
+from typing import Any
+
+from nemo_gym.base_resources_server import BaseSeedSessionResponse
+from pydantic import BaseModel
+
+
+class SeedSessionResponse(BaseSeedSessionResponse):
+    sandbox_id: str
+    host: str  # where the sandbox runs (this host, or a sandbox host's node)
+
+
+class ToolsResponse(BaseModel):
+    tools: list[dict[str, Any]]  # Responses-API function tools
+    ends_rollout: list[str]  # names of the tools after whose call the rollout ends (e.g. submit)

@@ -1,0 +1,88 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""Environments are folders: a new one is found by the demo, the eval command, `make data` and
+the ng_run compositions without an edit anywhere else."""
+
+import json
+import textwrap
+
+import pytest
+import yaml
+
+from prorl_gym.demo import chosen_environments
+from prorl_gym.environments import REPO_ROOT, all_config_paths, discover, environment, write_compositions
+from prorl_gym.evaluation.splits import SplitError, resolve
+
+TOY_CONFIG = """\
+toy:
+  resources_servers:
+    toy:
+      entrypoint: app.py
+      domain: other
+      tools: [bash]
+toy_agent:
+  responses_api_agents:
+    prorl_agent:
+      entrypoint: app.py
+      resources_server: {type: resources_servers, name: toy}
+      model_server: {type: responses_api_models, name: policy_model}
+      datasets:
+      - {name: example, type: example, jsonl_fpath: resources_servers/toy/data/example.jsonl}
+      - {name: toy_validation, type: validation, jsonl_fpath: resources_servers/toy/data/validation.jsonl, license: MIT}
+"""
+
+
+@pytest.fixture
+def root(tmp_path):
+    """A checkout with the real environments' configs and a minimal new one, `toy`."""
+    for env in discover():
+        target = tmp_path / env.config_path.relative_to(REPO_ROOT)
+        target.parent.mkdir(parents=True)
+        target.write_text(env.config_path.read_text())
+    toy = tmp_path / "resources_servers" / "toy"
+    (toy / "configs").mkdir(parents=True)
+    (toy / "data").mkdir()
+    (toy / "configs" / "toy.yaml").write_text(TOY_CONFIG)
+    (toy / "app.py").write_text("# a resources server\n")
+    (toy / "data" / "example.jsonl").write_text(json.dumps({"responses_create_params": {"input": "hi"}}) + "\n")
+    (toy / "data" / "prepare.py").write_text(textwrap.dedent("print('preparing toy')\n"))
+    (tmp_path / "configs").mkdir()
+    return tmp_path
+
+
+def test_the_four_environments_are_found_with_their_agents_and_tools():
+    found = {env.name: (env.agent, env.tools) for env in discover()}
+    assert found == {
+        "code": ("code_agent", ["python", "bash", "editor"]),
+        "math": ("math_agent", ["python", "bash"]),
+        "stem": ("stem_agent", ["python", "search"]),
+        "swe": ("swe_agent", ["bash", "editor", "submit"]),
+    }
+    assert all(env.prepare_script is not None and env.example.exists() for env in discover())
+
+
+def test_a_new_folder_is_picked_up_by_the_demo_the_eval_and_the_compositions(root):
+    assert [env.name for env in chosen_environments(None, root)] == ["code", "math", "stem", "swe", "toy"]
+    toy = environment("toy", root)
+    assert (toy.agent, toy.tools, toy.server_key, toy.agent_key) == (
+        "toy_agent",
+        ["bash"],
+        "toy.resources_servers.toy",
+        "toy_agent.responses_api_agents.prorl_agent",
+    )
+    assert resolve("toy", "example", root).path == root / "resources_servers/toy/data/example.jsonl"
+    with pytest.raises(SplitError, match=r"generate it with `.*resources_servers/toy/data/prepare.py`"):
+        resolve("toy", "validation", root)  # declared, not generated yet: says how to make it
+    assert toy.prepare_script == root / "resources_servers/toy/data/prepare.py"
+    write_compositions(root)
+    everything = yaml.safe_load((root / "configs" / "all.yaml").read_text())["config_paths"]
+    assert "resources_servers/toy/configs/toy.yaml" in everything
+    assert everything == all_config_paths(discover(root))
+    assert yaml.safe_load((root / "configs" / "toy.yaml").read_text())["config_paths"] == toy.config_paths()
+
+
+def test_an_unknown_environment_is_named_with_those_found(root):
+    with pytest.raises(SystemExit, match="unknown environments \\['chess'\\]"):
+        chosen_environments("chess,math", root)
+    with pytest.raises(SplitError, match="unknown environment 'chess'.*toy"):
+        resolve("chess", "example", root)
