@@ -31,12 +31,13 @@ import re
 import secrets
 import shlex
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec, create_sandbox
 from prorl_gym.verify.pool import VerifierError
-from resources_servers.swe.repos import GIT, REPO_MOUNT, field, repo_env, stage_repo, task_spec
+from resources_servers.swe.repos import GIT, REPO_MOUNT, RepoEnv, field, repo_env, stage_repo, task_spec
 
 TEST_DIRS = {"tests", "test", "testing"}
 PROTECTED_NAMES = {
@@ -161,28 +162,73 @@ async def _sh(sb: Sandbox, command: str, timeout: float = 120.0) -> tuple[int | 
     return result.exit_code, result.output
 
 
-async def evaluate_patch(
-    row: Any, patch: str, spec: SandboxSpec, repo_dir: Path | None, timeout_s: float = 300.0
-) -> dict:
+# Shell steps of the evaluation, run in the fresh sandbox ({repo}: the repository, {work}: WORK).
+LIST_UNTRACKED = "mkdir -p {work} && cd {repo} && " + GIT + " ls-files -o -z | sort -z > {work}/before"
+FUZZY_PATCH = "patch -p1 --batch --forward --fuzz=3 --no-backup-if-mismatch -i {work}/agent.diff"
+APPLY_AGENT_PATCH = (
+    "cd {repo} && if "
+    + GIT
+    + " apply --whitespace=nowarn {work}/agent.diff 2>{work}/apply.err; then echo APPLIED=git; "
+    "elif "
+    + FUZZY_PATCH
+    + " --dry-run >{work}/patch.out 2>&1 && "
+    + FUZZY_PATCH
+    + " >/dev/null; then echo APPLIED=patch; "
+    "else echo APPLIED=no; tail -c 600 {work}/apply.err; tail -c 600 {work}/patch.out; fi"
+)
+APPLY_TEST_PATCH = "cd {repo} && " + GIT + " apply --whitespace=nowarn {work}/test.diff"
+RUN_PYTEST = (
+    "timeout -k 5 {timeout} python -m pytest " + PYTEST_ARGS + " --rootdir={repo} {ids} > {work}/pytest.log 2>&1; "
+    "echo PYTEST_RC=$?"
+)
+KEEP_LOG_TAIL = "tail -c " + str(MAX_LOG) + " {work}/pytest.log > {work}/pytest.tail"
+
+
+@dataclass
+class Grading:
+    """What is graded for a row and a patch, before any sandbox: the tests and the patch's non-test part."""
+
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    test_patch: str
+    task_files: set[str]  # files of the tests: never the agent's to change
+    roots: tuple[str, ...]  # where modules that would shadow the test runner live
+    kept_patch: str  # the agent's patch without its sections for protected files
+    dropped: list[str]  # the protected files those sections touched
+
+    @property
+    def test_ids(self) -> list[str]:
+        return list(dict.fromkeys(self.fail_to_pass + self.pass_to_pass))
+
+
+def plan_grading(row: Any, patch: str, env: RepoEnv) -> Grading:
     f2p, p2p = test_ids(row, "FAIL_TO_PASS"), test_ids(row, "PASS_TO_PASS")
-    fields: dict[str, Any] = {
-        "patch_bytes": len(patch.encode()),
-        "fail_to_pass_total": len(f2p),
-        "pass_to_pass_total": len(p2p),
-    }
-    if not patch.strip():
-        return fields | {"reward": 0.0, "patch_applied": False, "reason": "empty patch"}
-    if not f2p and not p2p:
-        raise VerifierError(f"task {field(row, 'instance_id')}: no FAIL_TO_PASS or PASS_TO_PASS tests")
-    env = repo_env(row, spec.workspace)
     test_patch = field(row, "test_patch") or ""
     task_files = patch_files(test_patch) | {t.split("::")[0] for t in f2p + p2p}
     roots = ("", env.pythonpath.strip("./")) if env.pythonpath.strip("./") else ("",)
     sections = split_patch(patch)
     dropped = sorted({p for paths, _ in sections for p in paths if is_protected(p, task_files, roots)})
     kept = "".join(text for paths, text in sections if not any(is_protected(p, task_files, roots) for p in paths))
-    fields["test_files_dropped"] = dropped
-    if not kept.strip():
+    return Grading(f2p, p2p, test_patch, task_files, roots, kept, dropped)
+
+
+async def evaluate_patch(
+    row: Any, patch: str, spec: SandboxSpec, repo_dir: Path | None, timeout_s: float = 300.0
+) -> dict:
+    """Grade `patch` for `row` in a fresh sandbox: apply, neutralise test edits, run the tests, score."""
+    env = repo_env(row, spec.workspace)
+    grading = plan_grading(row, patch, env)
+    fields: dict[str, Any] = {
+        "patch_bytes": len(patch.encode()),
+        "fail_to_pass_total": len(grading.fail_to_pass),
+        "pass_to_pass_total": len(grading.pass_to_pass),
+    }
+    if not patch.strip():
+        return fields | {"reward": 0.0, "patch_applied": False, "reason": "empty patch"}
+    if not grading.test_ids:
+        raise VerifierError(f"task {field(row, 'instance_id')}: no FAIL_TO_PASS or PASS_TO_PASS tests")
+    fields["test_files_dropped"] = grading.dropped
+    if not grading.kept_patch.strip():
         return fields | {"reward": 0.0, "patch_applied": False, "reason": "the patch only changes test files"}
     eval_spec = task_spec(spec, row, repo_dir)
     eval_spec = eval_spec.model_copy(
@@ -191,68 +237,67 @@ async def evaluate_patch(
     started = time.monotonic()
     async with await create_sandbox(eval_spec) as sb:
         repo = shlex.quote(await stage_repo(sb, row, scrub=False))
-        base = shlex.quote(field(row, "base_commit"))
-        await _sh(sb, f"mkdir -p {WORK} && cd {repo} && {GIT} ls-files -o -z | sort -z > {WORK}/before")
-        await sb.write_file(f"{WORK}/agent.diff", kept)
-        fuzzy = f"patch -p1 --batch --forward --fuzz=3 --no-backup-if-mismatch -i {WORK}/agent.diff"
-        rc, out = await _sh(
-            sb,
-            (
-                f"cd {repo} && if {GIT} apply --whitespace=nowarn {WORK}/agent.diff 2>{WORK}/apply.err; then echo APPLIED=git; "
-                f"elif {fuzzy} --dry-run >{WORK}/patch.out 2>&1 && {fuzzy} >/dev/null; then echo APPLIED=patch; "
-                f"else echo APPLIED=no; tail -c 600 {WORK}/apply.err; tail -c 600 {WORK}/patch.out; fi"
-            ),
-        )
-        if "APPLIED=no" in out or rc != 0:
+        await _sh(sb, LIST_UNTRACKED.format(work=WORK, repo=repo))
+        method, output = await _apply_agent_patch(sb, repo, grading.kept_patch)
+        if method is None:
             return fields | {
                 "reward": 0.0,
                 "patch_applied": False,
                 "reason": "the patch does not apply",
-                "apply_output": out[-1200:],
+                "apply_output": output[-1200:],
             }
-        fields |= {"patch_applied": True, "apply_method": "git apply" if "APPLIED=git" in out else "patch --fuzz=3"}
-        reset = await _neutralise(sb, repo, base, task_files, roots)
+        fields |= {"patch_applied": True, "apply_method": method}
+        base = shlex.quote(field(row, "base_commit"))
+        reset = await _neutralise(sb, repo, base, grading.task_files, grading.roots)
         fields["test_files_reset"] = reset
         if reset is None:
             return fields | {"reward": 0.0, "reason": "the patch's changes to test files could not be undone"}
-        if test_patch:
-            await sb.write_file(f"{WORK}/test.diff", test_patch)
-            rc, out = await _sh(sb, f"cd {repo} && {GIT} apply --whitespace=nowarn {WORK}/test.diff")
-            if rc != 0:
-                raise VerifierError(f"test_patch does not apply to the base commit: {out[-500:]}")
-        ids = list(dict.fromkeys(f2p + p2p))
-        command = " && ".join(
-            filter(
-                None,
-                [
-                    f"cd {repo}",
-                    env.activate,
-                    (
-                        f"timeout -k 5 {int(timeout_s)} python -m pytest {PYTEST_ARGS} "
-                        f"--rootdir={repo} {' '.join(shlex.quote(t) for t in ids)} > {WORK}/pytest.log 2>&1; echo PYTEST_RC=$?"
-                    ),
-                ],
-            )
-        )
-        rc, out = await _sh(sb, command, timeout=timeout_s + 60)
-        timed_out = "PYTEST_RC=124" in out or "PYTEST_RC=137" in out
-        await _sh(sb, f"tail -c {MAX_LOG} {WORK}/pytest.log > {WORK}/pytest.tail")
-        pytest_log = (await sb.read_bytes(f"{WORK}/pytest.tail")).decode(errors="replace")
-    results = parse_pytest(pytest_log, ids)
+        if grading.test_patch:
+            await _apply_test_patch(sb, repo, grading.test_patch)
+        pytest_log, timed_out = await _run_tests(sb, repo, env.activate, grading.test_ids, timeout_s)
+    return fields | _score(grading, parse_pytest(pytest_log, grading.test_ids), pytest_log, timed_out, started)
+
+
+async def _apply_agent_patch(sb: Sandbox, repo: str, patch: str) -> tuple[str | None, str]:
+    """`git apply`, else `patch --fuzz=3` (dry run first: all or nothing); (method or None, output)."""
+    await sb.write_file(f"{WORK}/agent.diff", patch)
+    rc, out = await _sh(sb, APPLY_AGENT_PATCH.format(work=WORK, repo=repo))
+    if "APPLIED=no" in out or rc != 0:
+        return None, out
+    return ("git apply" if "APPLIED=git" in out else "patch --fuzz=3"), out
+
+
+async def _apply_test_patch(sb: Sandbox, repo: str, test_patch: str) -> None:
+    await sb.write_file(f"{WORK}/test.diff", test_patch)
+    rc, out = await _sh(sb, APPLY_TEST_PATCH.format(work=WORK, repo=repo))
+    if rc != 0:  # the task is broken, not the agent's patch
+        raise VerifierError(f"test_patch does not apply to the base commit: {out[-500:]}")
+
+
+async def _run_tests(sb: Sandbox, repo: str, activate: str, ids: list[str], timeout_s: float) -> tuple[str, bool]:
+    """The tests' log (its tail) and whether they timed out."""
+    run = RUN_PYTEST.format(timeout=int(timeout_s), repo=repo, ids=" ".join(shlex.quote(t) for t in ids), work=WORK)
+    _, out = await _sh(sb, " && ".join(filter(None, [f"cd {repo}", activate, run])), timeout=timeout_s + 60)
+    await _sh(sb, KEEP_LOG_TAIL.format(work=WORK))
+    log_text = (await sb.read_bytes(f"{WORK}/pytest.tail")).decode(errors="replace")
+    return log_text, "PYTEST_RC=124" in out or "PYTEST_RC=137" in out
+
+
+def _score(grading: Grading, results: dict[str, str], log_text: str, timed_out: bool, started: float) -> dict:
+    """reward 1.0 iff every listed test passed."""
+    ids = grading.test_ids
     failed = [t for t in ids if results.get(t) != "passed"]
-    f2p_ok = sum(results.get(t) == "passed" for t in f2p)
-    p2p_ok = sum(results.get(t) == "passed" for t in p2p)
-    fields |= {
+    fields = {
         "reward": 1.0 if not failed else 0.0,
         "resolved": not failed,
         "tests_passed": len(ids) - len(failed),
         "tests_failed": len(failed),
         "failed_tests": failed[:50],
-        "fail_to_pass_passed": f2p_ok,
-        "pass_to_pass_passed": p2p_ok,
+        "fail_to_pass_passed": sum(results.get(t) == "passed" for t in grading.fail_to_pass),
+        "pass_to_pass_passed": sum(results.get(t) == "passed" for t in grading.pass_to_pass),
         "tests_timed_out": timed_out,
         "eval_seconds": round(time.monotonic() - started, 2),
-        "log_tail": pytest_log[-2000:] if failed else "",
+        "log_tail": log_text[-2000:] if failed else "",
     }
     if failed:
         fields["reason"] = "the tests timed out" if timed_out else f"{len(failed)} of {len(ids)} tests did not pass"
