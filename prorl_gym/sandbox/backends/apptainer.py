@@ -40,7 +40,7 @@ from prorl_gym.sandbox.backends.bwrap import python_dirs
 from prorl_gym.sandbox.errors import SandboxStartError
 from prorl_gym.sandbox.limits import ulimit_command
 from prorl_gym.sandbox.owner import owner_id
-from prorl_gym.sandbox.spec import BackendOptions, SandboxSpec
+from prorl_gym.sandbox.spec import SANDBOX_ENV, BackendOptions, SandboxSpec
 
 if TYPE_CHECKING:
     from prorl_gym.sandbox.leases import Lease
@@ -129,14 +129,7 @@ def instance_start_argv(
 
 def container_env(spec: SandboxSpec) -> dict[str, str]:
     """What --env passes (HOME aside): bwrap's allow-list, PATH only if spec.env sets it."""
-    env = {
-        "TMPDIR": "/tmp",
-        "LANG": "C.UTF-8",
-        "TERM": "dumb",
-        "PAGER": "cat",
-        "GIT_PAGER": "cat",
-        "PYTHONUNBUFFERED": "1",
-    }
+    env = {"TMPDIR": "/tmp", **SANDBOX_ENV}
     return {key: value for key, value in (env | spec.env).items() if key != "HOME"}
 
 

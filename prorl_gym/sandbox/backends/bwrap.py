@@ -48,7 +48,7 @@ from prorl_gym.runtime.fdwait import fd_event
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, exits_by_itself, kill_session, reap
 from prorl_gym.sandbox.errors import SandboxStartError
 from prorl_gym.sandbox.limits import prlimit_prefix, rlimits, ulimit_command
-from prorl_gym.sandbox.spec import SandboxSpec
+from prorl_gym.sandbox.spec import SANDBOX_ENV, SandboxSpec
 
 NS_GET_PARENT = 0xB702  # ioctl: the parent of a user namespace, as a new fd
 USERNS_FD = 3  # where joining processes find the sandbox's outer user namespace
@@ -319,11 +319,7 @@ class BwrapPlacement:
             "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
             "HOME": self.workspace,
             "TMPDIR": "/tmp",
-            "LANG": "C.UTF-8",
-            "TERM": "dumb",
-            "PAGER": "cat",
-            "GIT_PAGER": "cat",
-            "PYTHONUNBUFFERED": "1",
+            **SANDBOX_ENV,
         }
         env.update(self._spec.env)
         return env

@@ -26,7 +26,7 @@ from prorl_gym.runtime.zygote import ZygoteConfig
 from prorl_gym.sandbox.backends.bwrap import BwrapPlacement, IsolationUnavailable, find_bwrap, unprivileged_prefix
 from prorl_gym.sandbox.leases import Lease, kill_lease_pids
 from prorl_gym.sandbox.owner import owner_id
-from prorl_gym.sandbox.spec import BackendOptions, SandboxSpec
+from prorl_gym.sandbox.spec import SANDBOX_ENV, BackendOptions, SandboxSpec
 
 log = logging.getLogger(__name__)
 TAG_VAR = "PRORL_SANDBOX_ID"
@@ -85,11 +85,7 @@ class UnisolatedPlacement:
             "PATH": f"{Path(self.python).parent}:{os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}",
             "HOME": self.workspace,
             "TMPDIR": str(self.private_dir / "tmp"),
-            "LANG": "C.UTF-8",
-            "TERM": "dumb",
-            "PAGER": "cat",
-            "GIT_PAGER": "cat",
-            "PYTHONUNBUFFERED": "1",
+            **SANDBOX_ENV,
         }
         env.update(self._spec.env)
         env[TAG_VAR] = self.sandbox_id
