@@ -117,6 +117,7 @@ class Status(BaseModel):
     failed_by_type: dict[str, int]  # failure type (cancelled included) -> count
     timings: dict[str, dict[str, float | int | None]]  # init_s, run_queue_s, ... -> p50/p90/p99/n, recent records
     limits: JobLimits
+    journal: dict[str, Any] = Field(default_factory=dict)  # path and size on disk (bytes)
 
 
 def row_problem(row: Any) -> str | None:

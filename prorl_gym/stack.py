@@ -97,10 +97,15 @@ class Stack:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env=dict(os.environ, PYTHONUNBUFFERED="1", RAY_USAGE_STATS_ENABLED="0"),
+                env=self.environment(),
             )
         self._procs.append(proc)
         return proc
+
+    def environment(self) -> dict[str, str]:
+        """Of the processes it starts: its own job journal (under its logs) unless one is chosen."""
+        journal = os.environ.get("PRORL_JOURNAL_DIR") or str(self.log_dir / "journal")
+        return os.environ | {"PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0", "PRORL_JOURNAL_DIR": journal}
 
     def start(self) -> None:
         overrides = list(self.overrides)

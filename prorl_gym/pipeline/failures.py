@@ -4,6 +4,13 @@
 
 NeMo Gym's ng_collect_rollouts routes rows carrying `_ng_failure_class` to a
 `*_failures.jsonl` sidecar; trainers drop rows whose `failure` is set.
+
+Every failure says whether it is the infrastructure's (`infra`: a sandbox that would not
+start or was lost, a server or verifier that died, a policy endpoint gone before it produced
+anything) or the task's (a malformed row, a policy that produced a partial trajectory and
+then failed, a stage the rollout itself ran out of time in). Infrastructure failures are
+retried by the agent within its budget; task outcomes never are. The same split NeMo RL
+makes on its side.
 """
 
 from __future__ import annotations
@@ -22,12 +29,15 @@ class Stage(StrEnum):
 
 
 class FailureType(StrEnum):
-    INIT_ERROR = "init_error"  # sandbox could not be created, or the row is malformed
+    INIT_ERROR = "init_error"  # the sandbox could not be created or the task staged, or the row is malformed
     POLICY_ERROR = "policy_error"  # the policy endpoint failed, died or answered garbage
-    TOOL_ERROR = "tool_error"  # a tool could not run (sandbox lost), not a bad tool call
+    TOOL_ERROR = "tool_error"  # a tool could not run (its server unreachable or silent), not a bad tool call
+    SANDBOX_LOST = "sandbox_lost"  # the rollout's sandbox died or was lost with its server or node
     TIMEOUT = "timeout"  # a stage exceeded its time limit
     EVAL_ERROR = "eval_error"  # the verifier crashed or could not judge
-    CANCELLED = "cancelled"
+    CANCELLED = "cancelled"  # by the caller (cancel, stop_after)
+    SHUTDOWN = "shutdown"  # the agent stopped while the rollout ran (its sandbox was released)
+    AGENT_RESTARTED = "agent_restarted"  # the agent died while the job ran, and the config says not to run it again
     AGENT_ERROR = "agent_error"  # a bug in the agent itself
 
 
@@ -35,11 +45,12 @@ class Failure(BaseModel):
     stage: Stage | None  # None: not known where it ended (a job cancelled from outside)
     type: FailureType
     message: str
+    infra: bool = False  # the infrastructure's fault, not the task's: retried within the budget
 
 
 class RolloutFailure(ProrlError):
     """Raised inside a stage to end the rollout with a typed failure."""
 
-    def __init__(self, stage: Stage, type: FailureType, message: str):
+    def __init__(self, stage: Stage, type: FailureType, message: str, infra: bool = False):
         super().__init__(f"{stage}/{type}: {message}")
-        self.failure = Failure(stage=stage, type=type, message=message[:2000])
+        self.failure = Failure(stage=stage, type=type, message=message[:2000], infra=infra)

@@ -1,13 +1,18 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""Jobs: rollouts handed to the service in batches, streamed back as they finish.
+"""Jobs: rollouts handed to the service in batches, streamed back as they finish, journaled.
 
 One job = one rollout of one sample of one row; a batch = the jobs of one submission. Each
-job is an asyncio task around an injected `rollout(row) -> record` (the agent's pipeline,
-whose StagePools do the queueing); finished records go to the streams of their batches and
-stay for polling for a bounded time and count. Admission control refuses work (429/413)
-rather than growing without bound. The same caller-supplied job id with the same content
-is the same job, never a second run. Wire shapes: prorl_gym/client.py.
+job is an asyncio task around an injected `rollout(row) -> RolloutRecord` (the agent's
+pipeline, whose StagePools do the queueing). Nothing is lost when the agent dies: a batch
+is in the journal (journal.py) before its submission is answered, and a record is in the
+journal, at its offset in each stream, before any stream sees it; an agent started again
+serves every finished result again at the same offsets and runs the unfinished jobs again
+(or ends them as `agent_restarted`, by config). At a clean shutdown the running jobs are
+interrupted, not finished: streams end without a record for them and they run again at the
+next start. Admission control refuses work (429/413) rather than growing without bound. The
+same caller-supplied job id with the same content is the same job, never a second run.
+Wire shapes: prorl_gym/client.py.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ import uuid
 from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+import orjson
 
 from prorl_gym.client import (
     Batch,
@@ -36,8 +43,9 @@ from prorl_gym.client import (
 )
 from prorl_gym.errors import ProrlError
 from prorl_gym.pipeline.failures import Failure, FailureType
+from prorl_gym.pipeline.journal import Journal
 from prorl_gym.pipeline.metrics import percentile
-from prorl_gym.pipeline.records import NG_FAILURE_CLASS_KEY, RolloutRecord
+from prorl_gym.pipeline.records import RolloutRecord, failed_record
 
 log = logging.getLogger(__name__)
 Rollout = Callable[[dict], Awaitable[RolloutRecord]]
@@ -53,6 +61,7 @@ TIMING_KEYS = (
     "tools_s",
     "tool_exec_s",
 )
+STREAM_CHUNK = 64  # records read from the journal at a time by a stream
 
 
 class JobError(ProrlError):
@@ -68,9 +77,11 @@ class _Batch:
     id: str
     job_ids: list[str]
     stop_after: int | None
-    results: list[RolloutRecord] = field(default_factory=list)  # stream lines, in completion order
+    results: list[tuple[str, JobStatus]] = field(default_factory=list)  # (job id, status), stream order
+    reserved: int = 0  # offsets handed out to records being written
     usable: int = 0
-    finished_at: float | None = None
+    finished: bool = False
+    finished_at: float = 0.0  # monotonic
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
@@ -82,13 +93,23 @@ class _Batch:
 class _Job:
     id: str
     fingerprint: str
-    row: dict | None  # dropped once finished: the record carries it
     batches: list[_Batch]
-    task: asyncio.Task | None = None  # None once finished
+    task: asyncio.Task | None = None  # None once finished (or interrupted by a shutdown)
     status: JobStatus = "running"
     cancel_reason: str | None = None
-    record: RolloutRecord | None = None
+    runs: int = 1  # > 1: started again after an agent restart
     started: float = field(default_factory=time.monotonic)
+
+
+def fingerprint(row: dict) -> str:
+    return hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def stream_line(record_json: bytes | str, job_id: str, batch_id: str, status: str) -> str:
+    """A stored record as a stream line: the record's JSON with the stream's fields added."""
+    text = record_json.decode() if isinstance(record_json, bytes) else record_json
+    extra = orjson.dumps({"job_id": job_id, "batch_id": batch_id, "status": status}).decode()
+    return f"{text[:-1]},{extra[1:]}" if text != "{}" else extra
 
 
 class JobManager:
@@ -97,34 +118,83 @@ class JobManager:
         rollout: Rollout,
         limits: JobLimits | None = None,
         *,
+        journal: Journal | None = None,
+        on_restart: Literal["rerun", "fail"] = "rerun",
         environments: tuple[str, ...] = (),
         stage_stats: Callable[[], dict] = dict,
         validate_row: Callable[[dict], Any] | None = None,
     ):
         self.limits = limits or JobLimits()
-        self._rollout, self._environments = rollout, environments
+        self.journal = journal or Journal(None)
+        self._rollout, self._on_restart, self._environments = rollout, on_restart, environments
         self._stage_stats, self._validate_row = stage_stats, validate_row
         self._jobs: dict[str, _Job] = {}
         self._batches: dict[str, _Batch] = {}
         self._finished: OrderedDict[str, _Batch] = OrderedDict()  # finished batches, oldest first
+        self._writes: set[asyncio.Task] = set()  # records being written, batches being forgotten
         self._active = 0
         self._counts: Counter[str] = Counter()  # since start: final job status -> count
         self._failures: Counter[str] = Counter()  # since start: failure type -> count
         self._timings: deque[dict] = deque(maxlen=self.limits.timing_window)
-        self._open = False
+        self._open = self._closing = False
 
-    def start(self) -> None:  # the server's lifespan starts and closes it
+    @property
+    def active(self) -> int:
+        """Jobs accepted and not finished."""
+        return self._active
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Open the journal, take back what it holds, run again (or end) what was running."""
+        stored_batches, stored_jobs = await self.journal.open()
+        for stored in stored_batches:
+            batch = self._batches[stored.id] = _Batch(stored.id, stored.job_ids, stored.stop_after)
+            batch.results = [(job_id, status) for job_id, status in stored.results]
+            batch.reserved = len(batch.results)
+            batch.usable = sum(status == "completed" for _, status in batch.results)
+            if stored.finished is not None:
+                batch.finished, batch.finished_at = True, time.monotonic() - max(0.0, time.time() - stored.finished)
+                self._finished[batch.id] = batch
+        for stored in stored_jobs:
+            job = self._jobs[stored.id] = _Job(
+                stored.id, stored.fingerprint, [], status=stored.status, runs=stored.runs
+            )
+            job.batches = [b for b in self._batches.values() if stored.id in b.job_ids]
+        interrupted = [j for j in self._jobs.values() if j.status == "running"]
         self._open = True
+        if interrupted:
+            log.warning("%d jobs were running when the agent stopped: %s", len(interrupted), self._on_restart)
+            await self.journal.restarted([job.id for job in interrupted])
+            rows = {job.id: await self.journal.row(job.id) for job in interrupted}
+            for job in interrupted:
+                job.runs += 1
+                self._active += 1
+                if self._on_restart == "rerun":
+                    self._launch(job, rows[job.id] or {})
+                else:
+                    failure = Failure(stage=None, type=FailureType.AGENT_RESTARTED, message="the agent restarted")
+                    self._finish_soon(job, self._failed_record(job, rows[job.id], failure))
 
     async def close(self) -> None:
-        """Refuse new work, cancel every running job and wait (bounded) for their sandboxes."""
-        self._open = False
-        await self._settle(self._cancel(list(self._jobs.values()), "the server is shutting down"))
+        """Refuse new work and interrupt the running jobs (they stay unfinished in the journal and
+        run again at the next start); end the streams; wait (bounded) for sandboxes to be released."""
+        self._open, self._closing = False, True
+        running = [job for job in self._jobs.values() if job.task is not None]
+        for job in running:
+            job.task.cancel("the agent is shutting down")
+        if running:
+            await asyncio.wait([job.task for job in running], timeout=self.limits.cancel_wait_s or None)
+        if self._writes:
+            await asyncio.wait(set(self._writes), timeout=self.limits.cancel_wait_s or None)
+        for batch in self._batches.values():
+            batch.changed.set()
+        await self.journal.close()
 
     # ------------------------------------------------------------------ submission
 
-    def submit(self, request: SubmitRequest) -> Batch:
-        """Accept a batch, or refuse all of it with a JobError: nothing is half accepted."""
+    async def submit(self, request: SubmitRequest) -> Batch:
+        """Accept a batch (journaled before this returns), or refuse all of it with a JobError."""
         lim, rows, samples = self.limits, request.rows, request.samples_per_row
         if not self._open:
             raise JobError(503, "the job service is not running")
@@ -145,9 +215,7 @@ class JobManager:
         ids = request.job_ids or [f"{batch_id}/{i}/{s}" for i in range(len(rows)) for s in range(samples)]
         if len(ids) != n or len(set(ids)) != n or not all(0 < len(i) <= 256 for i in ids):
             raise JobError(422, f"job_ids must be {n} distinct ids of 1 to 256 characters, one per row sample")
-        prints = [
-            hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest() for row in effective
-        ]
+        prints = [fingerprint(row) for row in effective]
         conflicts = [
             i for k, i in enumerate(ids) if i in self._jobs and self._jobs[i].fingerprint != prints[k // samples]
         ]
@@ -157,25 +225,38 @@ class JobManager:
             if old.job_ids != ids:
                 raise JobError(409, f"batch {batch_id!r} exists with other jobs")
             return Batch(batch_id=batch_id, job_ids=ids, created=False, new_jobs=0)
-        new = sum(i not in self._jobs for i in ids)
-        if self._active + new > lim.max_active_jobs:
+        new = [(k, job_id) for k, job_id in enumerate(ids) if job_id not in self._jobs]
+        if self._active + len(new) > lim.max_active_jobs:
             raise JobError(
-                429, f"{self._active} jobs are running; {new} more would exceed {lim.max_active_jobs}. Retry later"
+                429,
+                f"{self._active} jobs are running; {len(new)} more would exceed {lim.max_active_jobs}. Retry later",
             )
         batch = self._batches[batch_id] = _Batch(batch_id, ids, request.stop_after)
+        for _, job_id in new:  # claimed now: a concurrent submission of the same ids shares these jobs
+            self._jobs[job_id] = _Job(job_id, prints[ids.index(job_id) // samples], [])
+        try:
+            await self.journal.add_batch(
+                batch_id,
+                ids,
+                request.stop_after,
+                [(jid, prints[k // samples], effective[k // samples]) for k, jid in new],
+            )
+        except BaseException:
+            del self._batches[batch_id]
+            for _, job_id in new:
+                self._jobs.pop(job_id, None)
+            raise
         for k, job_id in enumerate(ids):
-            if (job := self._jobs.get(job_id)) is None:
-                job = self._jobs[job_id] = _Job(job_id, prints[k // samples], effective[k // samples], [batch])
+            job = self._jobs[job_id]
+            job.batches.append(batch)
+            if (k, job_id) in new:
                 self._active += 1
-                job.task = asyncio.get_running_loop().create_task(self._rollout(job.row), name=f"job {job_id}")
-                job.task.add_done_callback(lambda task, job=job: self._on_done(job, task))
-            else:  # the same job again: shared with its first batch, not run twice
-                job.batches.append(batch)
-                if job.record is not None:
-                    self._deliver(batch, job)
+                self._launch(job, effective[k // samples])
+            elif job.status != "running":  # the same job again: shared with its first batch, not run twice
+                self._finish_soon(job, None, placements_only=[batch])
         self._check_batch(batch)
         self._prune()
-        return Batch(batch_id=batch_id, job_ids=ids, created=True, new_jobs=new)
+        return Batch(batch_id=batch_id, job_ids=ids, created=True, new_jobs=len(new))
 
     def _effective_rows(self, rows: list[Any], overrides: dict) -> list[dict]:
         """Each row with the sampling overrides applied; 422 listing every malformed row."""
@@ -195,73 +276,115 @@ class JobManager:
             raise JobError(422, f"{len(errors)} malformed rows (up to 20 listed)", rows=errors[:20])
         return effective
 
-    # ------------------------------------------------------------------ results
+    # ------------------------------------------------------------------ running and finishing
 
-    def _on_done(self, job: _Job, task: asyncio.Task) -> None:
+    def _launch(self, job: _Job, row: dict) -> None:
+        job.task = asyncio.get_running_loop().create_task(self._rollout(row), name=f"job {job.id}")
+        job.task.add_done_callback(lambda task: self._on_done(job, row, task))
+
+    def _on_done(self, job: _Job, row: dict, task: asyncio.Task) -> None:
+        if self._closing and task.cancelled() and job.cancel_reason is None:
+            job.task = None  # interrupted by the shutdown: unfinished in the journal, run again at the next start
+            return
         if task.cancelled():  # a record of its own, so that the consumer of the stream knows
-            record = self._failed_record(
-                job, FailureType.CANCELLED, f"cancelled: {job.cancel_reason or 'task cancelled'}"
-            )
+            message = f"cancelled: {job.cancel_reason or 'task cancelled'}"
+            record = self._failed_record(job, row, Failure(stage=None, type=FailureType.CANCELLED, message=message))
         elif (exc := task.exception()) is not None:
             log.error("job %s crashed", job.id, exc_info=exc)
-            record = self._failed_record(job, FailureType.AGENT_ERROR, repr(exc))
+            record = self._failed_record(
+                job, row, Failure(stage=None, type=FailureType.AGENT_ERROR, message=repr(exc))
+            )
         elif not isinstance(record := task.result(), RolloutRecord):
-            record = self._failed_record(job, FailureType.AGENT_ERROR, f"the rollout returned {type(record).__name__}")
-        failure = record.failure
-        job.record, job.task, job.row = record, None, None
-        job.status = "completed" if not failure else "cancelled" if failure.type == FailureType.CANCELLED else "failed"
-        self._active -= 1
-        self._counts[job.status] += 1
-        if failure:
-            self._failures[failure.type.value] += 1
-        if record.timings:
-            self._timings.append(record.timings)
-        for batch in list(job.batches):
+            message = f"the rollout returned {type(record).__name__}"
+            record = self._failed_record(job, row, Failure(stage=None, type=FailureType.AGENT_ERROR, message=message))
+        self._finish_soon(job, record)
+
+    def _failed_record(self, job: _Job, row: dict | None, failure: Failure) -> RolloutRecord:
+        return failed_record(row, failure, {"total_s": time.monotonic() - job.started})
+
+    def _finish_soon(
+        self, job: _Job, record: RolloutRecord | None, placements_only: list[_Batch] | None = None
+    ) -> None:
+        """Journal the record and its offsets, then deliver it (a task: the journal runs on its own thread)."""
+        write = asyncio.get_running_loop().create_task(self._finish(job, record, placements_only))
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
+
+    async def _finish(self, job: _Job, record: RolloutRecord | None, placements_only: list[_Batch] | None) -> None:
+        if placements_only is None:  # a new result
+            if job.runs > 1:  # interrupted by agent restarts: each counts as an attempt
+                restarts = [
+                    Failure(stage=None, type=FailureType.AGENT_RESTARTED, message="the agent restarted", infra=True)
+                ] * (job.runs - 1)
+                record = record.model_copy(
+                    update={
+                        "attempts": record.attempts + job.runs - 1,
+                        "attempt_failures": restarts + record.attempt_failures,
+                    }
+                )
+            failure = record.failure
+            job.task = None
+            job.status = (
+                "completed" if not failure else "cancelled" if failure.type == FailureType.CANCELLED else "failed"
+            )
+            self._active -= 1
+            self._counts[job.status] += 1
+            if failure:
+                self._failures[failure.type.value] += 1
+            if record.timings:
+                self._timings.append(record.timings)
+            batches, text = list(job.batches), orjson.dumps(record.wire()).decode()
+        else:  # a finished job joins another batch: its stored record gets an offset there too
+            batches, text = placements_only, None
+        placements = []
+        for batch in batches:
+            placements.append((batch.id, batch.reserved, batch.reserved + 1 == len(batch.job_ids)))
+            batch.reserved += 1
+        if text is not None:
+            await self.journal.finish_job(job.id, job.status, text, placements)
+        else:
+            await self.journal.place_job(job.id, job.status, placements)
+        for batch in batches:
             self._deliver(batch, job)
             self._check_batch(batch)
         self._prune()
 
-    def _failed_record(self, job: _Job, kind: FailureType, message: str) -> RolloutRecord:
-        failure = Failure(stage=None, type=kind, message=message)  # the stage is not visible from here
-        return RolloutRecord.model_validate(
-            (job.row or {})
-            | {
-                "response": None,
-                "failure": failure,
-                NG_FAILURE_CLASS_KEY: kind.value,
-                "timings": {"total_s": time.monotonic() - job.started},
-            }
-        )
-
     def _deliver(self, batch: _Batch, job: _Job) -> None:
-        batch.results.append(
-            job.record.model_copy(update={"job_id": job.id, "batch_id": batch.id, "status": job.status})
-        )
+        batch.results.append((job.id, job.status))
         batch.usable += job.status == "completed"
         batch.changed.set()
         batch.changed = asyncio.Event()  # a follower waits on the event it saw before reading
 
     def _check_batch(self, batch: _Batch) -> list[_Job]:
         """Note a batch's end, or apply its stop_after; returns the jobs this cancelled."""
-        if batch.done and batch.finished_at is None:
-            batch.finished_at = time.monotonic()
+        if batch.done and not batch.finished:
+            batch.finished, batch.finished_at = True, time.monotonic()
             self._finished[batch.id] = batch
         elif batch.stop_after and batch.usable >= batch.stop_after and not batch.done:
             reason = f"stop_after: batch {batch.id} has {batch.usable} usable results"
             return self._cancel([self._jobs[i] for i in batch.job_ids], reason)
         return []
 
-    def follow(self, batch_id: str, after: int = 0) -> AsyncIterator[RolloutRecord | None]:
-        """The batch's results from number `after` on, until all are in; None is a heartbeat. 404 now, not mid-stream."""
+    # ------------------------------------------------------------------ reading results
+
+    def follow(self, batch_id: str, after: int = 0) -> AsyncIterator[str | None]:
+        """The batch's records (stream lines, JSON) from number `after` on, until all are in; None is a
+        heartbeat. Ends early when the agent shuts down (resume with `after` once it is back). 404 now."""
         return self._follow(self._batch(batch_id), max(0, after))
 
-    async def _follow(self, batch: _Batch, index: int) -> AsyncIterator[RolloutRecord | None]:
+    async def _follow(self, batch: _Batch, index: int) -> AsyncIterator[str | None]:
         while True:
             changed = batch.changed
-            while index < len(batch.results):
-                yield batch.results[index]
-                index += 1
-            if batch.done:  # close() cancels every job, so every batch gets done
+            if index < len(batch.results):
+                chunk = batch.results[index : index + STREAM_CHUNK]
+                records = await self.journal.records([job_id for job_id, _ in chunk])
+                for job_id, status in chunk:
+                    if job_id not in records:  # the batch was forgotten meanwhile
+                        return
+                    yield stream_line(records[job_id], job_id, batch.id, status)
+                    index += 1
+                continue
+            if batch.done or self._closing:
                 return
             try:
                 await asyncio.wait_for(changed.wait(), self.limits.heartbeat_s)
@@ -270,12 +393,13 @@ class JobManager:
 
     async def job(self, job_id: str) -> Job:
         job = self._job(job_id)
+        stored = (await self.journal.records([job.id])).get(job.id) if job.status != "running" else None
         return Job(
             job_id=job.id,
             batch_ids=[b.id for b in job.batches],
             status=job.status,
             cancel_requested=job.cancel_reason is not None,
-            record=job.record,
+            record=RolloutRecord.model_validate_json(stored) if stored else None,
         )
 
     async def batch(self, batch_id: str) -> BatchProgress:
@@ -314,6 +438,7 @@ class JobManager:
             raise JobError(422, "k must be at least 1")
         batch = self._batch(batch_id)
         batch.stop_after = k
+        await self.journal.set_stop_after(batch_id, k)
         return await self._settle(self._check_batch(batch))
 
     def _cancel(self, jobs: list[_Job], reason: str) -> list[_Job]:
@@ -328,7 +453,9 @@ class JobManager:
         tasks = [job.task for job in jobs if job.task is not None]
         if tasks and self.limits.cancel_wait_s:
             await asyncio.wait(tasks, timeout=self.limits.cancel_wait_s)  # waits; never cancels them
-        return CancelResult(cancelled=[job.id for job in jobs], settled=all(job.task is None for job in jobs))
+        if self.limits.cancel_wait_s and (writes := set(self._writes)):
+            await asyncio.wait(writes, timeout=self.limits.cancel_wait_s)  # their records journaled
+        return CancelResult(cancelled=[job.id for job in jobs], settled=all(job.status != "running" for job in jobs))
 
     # ------------------------------------------------------------------ status and retention
 
@@ -349,21 +476,45 @@ class JobManager:
             failed_by_type=dict(self._failures),
             timings=timings,
             limits=self.limits,
+            journal=await self.journal.stats(),
         )
+
+    async def acknowledge(self, batch_id: str) -> BatchProgress:
+        """The caller has the batch's results: forget it now (409 while it is not finished)."""
+        batch = self._batch(batch_id)
+        if not batch.finished:
+            raise JobError(409, f"batch {batch_id!r} is not finished: cancel it first, or wait")
+        progress = await self.batch(batch_id)
+        self._forget([batch])
+        return progress
 
     def _prune(self) -> None:
         """Forget the oldest finished batches beyond the retention count or age, and their jobs."""
-        now = time.monotonic()
-        while self._finished:
-            batch = next(iter(self._finished.values()))
-            if (
-                len(self._jobs) - self._active <= self.limits.retain_jobs
-                and now - batch.finished_at <= self.limits.retain_s
-            ):
-                return
+        now, expired = time.monotonic(), []
+        retained = len(self._jobs) - self._active
+        for batch in self._finished.values():
+            if retained <= self.limits.retain_jobs and now - batch.finished_at <= self.limits.retain_s:
+                break
+            expired.append(batch)
+            retained -= len(batch.job_ids)
+        if expired:
+            self._forget(expired)
+
+    def _forget(self, batches: list[_Batch]) -> None:
+        gone_jobs = []
+        for batch in batches:
             del self._finished[batch.id], self._batches[batch.id]
             for job_id in batch.job_ids:
-                job = self._jobs[job_id]
-                job.batches.remove(batch)
+                job = self._jobs.get(job_id)
+                if job is None:
+                    continue
+                if batch in job.batches:
+                    job.batches.remove(batch)
                 if not job.batches and job.task is None:
                     del self._jobs[job_id]
+                    gone_jobs.append(job_id)
+        forget = asyncio.get_running_loop().create_task(
+            self.journal.forget_batches([b.id for b in batches], gone_jobs)
+        )
+        self._writes.add(forget)
+        forget.add_done_callback(self._writes.discard)

@@ -43,6 +43,9 @@ class RolloutRecord(BaseModel):
     )
     host: str | None = Field(None, description="where the rollout's sandbox ran (host or node)")
     attempts: int = Field(1, description="how many times the rollout was run (infrastructure failures are retried)")
+    attempt_failures: list[Failure] = Field(
+        default_factory=list, description="the infrastructure failure of each earlier attempt, oldest first"
+    )
     ng_failure_class: str | None = Field(
         None, alias=NG_FAILURE_CLASS_KEY, description="the failure type, for NeMo Gym"
     )
@@ -64,3 +67,9 @@ class RolloutRecord(BaseModel):
 
 def _unset_optional_fields(record: RolloutRecord) -> set[str]:
     return {name for name in ("ng_failure_class", "job_id", "batch_id", "status") if getattr(record, name) is None}
+
+
+def failed_record(row: dict | None, failure: Failure, timings: dict[str, float] | None = None) -> RolloutRecord:
+    """The record of a rollout that ended before it had one of its own (cancelled, interrupted)."""
+    fields = (row or {}) | {"response": None, "failure": failure, NG_FAILURE_CLASS_KEY: failure.type.value}
+    return RolloutRecord.model_validate(fields | {"timings": timings or {}})

@@ -52,7 +52,9 @@ class StagePool:
         except TimeoutError:
             if not deadline.expired():  # a timeout inside fn, not ours: let fn's caller type it
                 raise
-            raise RolloutFailure(self.stage, FailureType.TIMEOUT, f"{self.stage} exceeded {self.timeout_s}s") from None
+            # INIT and EVAL hang on the infrastructure (a sandbox, a verifier); RUN on the rollout itself.
+            message = f"{self.stage} exceeded {self.timeout_s}s"
+            raise RolloutFailure(self.stage, FailureType.TIMEOUT, message, infra=self.stage != Stage.RUN) from None
         finally:
             self.in_flight -= 1
             self._slots.release()

@@ -16,6 +16,7 @@ mapping, the tool routes, the verifier pool and the lifecycle:
 # No `from __future__ import annotations`: FastAPI reads the tool routes' body types from their annotations.
 import inspect
 import logging
+import time
 from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
@@ -31,12 +32,14 @@ from nemo_gym.server_utils import SESSION_ID_KEY
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from prorl_gym.lifespan import run_with_app
+from prorl_gym.metrics import ServerMetrics
 from prorl_gym.pipeline.failures import Failure, FailureType, Stage
 from prorl_gym.resources.protocol import SeedSessionResponse, ToolsResponse
 from prorl_gym.resources.sessions import SandboxSessions, UnknownSessionError
 from prorl_gym.resources.tools import TOOLS, Tool, ToolResult
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec
-from prorl_gym.verify.pool import VerifierError, VerifierPool, VerifierTimeout
+from prorl_gym.supervise import supervised
+from prorl_gym.verify.pool import VerifierCrashed, VerifierError, VerifierPool, VerifierTimeout
 from prorl_gym.verify.transcript import count_tool_calls
 
 log = logging.getLogger(__name__)
@@ -70,6 +73,15 @@ class SandboxVerifyResponse(BaseVerifyResponse):
     num_tool_calls: int = 0
 
 
+def eval_failure(exc: Exception) -> Failure:
+    """Why a verify could not judge. The machinery's failures (a worker crashed or hung, the eval
+    sandbox died) are the infrastructure's and worth a new attempt; a check that raised on this
+    row's data (a malformed answer spec, an unknown checker) would raise again."""
+    kind = FailureType.TIMEOUT if isinstance(exc, (VerifierTimeout, TimeoutError)) else FailureType.EVAL_ERROR
+    infra = not isinstance(exc, VerifierError) or isinstance(exc, (VerifierTimeout, VerifierCrashed))
+    return Failure(stage=Stage.EVAL, type=kind, message=f"{type(exc).__name__}: {exc}", infra=infra)
+
+
 def error_response(status: int, type_: str, message: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": {"type": type_, "message": message}})
 
@@ -98,6 +110,9 @@ class SandboxResourcesServer(SimpleResourcesServer):
     _sessions: SandboxSessions = PrivateAttr()
     _verifiers: VerifierPool | None = PrivateAttr(default=None)
     _tools: list[Tool] = PrivateAttr(default_factory=list)
+    _metrics: ServerMetrics = PrivateAttr()
+    _tool_seconds: Any = PrivateAttr()
+    _verify_seconds: Any = PrivateAttr()
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
@@ -124,6 +139,8 @@ class SandboxResourcesServer(SimpleResourcesServer):
             self._verifiers = VerifierPool(
                 self.config.verifier_workers, timeout_s=self.config.verify_timeout_s, preload=self.verifier_checks()
             )
+        self._metrics = self.setup_metrics()
+        self._metrics.mount(app)
         app.get("/tools")(self.list_tools)
         app.post("/release")(self.release)
         for tool in self._tools:
@@ -140,6 +157,33 @@ class SandboxResourcesServer(SimpleResourcesServer):
         await self._sessions.close()
         if self._verifiers:
             await self._verifiers.close()
+
+    @classmethod
+    def run_webserver(cls):
+        """As NeMo Gym's, under a supervisor that starts the server again if it dies (prorl_gym/supervise.py)."""
+        return supervised(super().run_webserver)
+
+    def setup_metrics(self) -> ServerMetrics:
+        """GET /metrics: live sandboxes, starts, kernels, tool calls and verifies (subclasses may add)."""
+        m = ServerMetrics()
+        m.gauge("prorl_sandboxes_live", "Sandboxes held by sessions").set_function(lambda: len(self._sessions))
+        counts = self._sessions.counts
+        m.counter_function("prorl_sandbox_starts_total", "Sandboxes started", lambda: counts["started"])
+        m.counter_function(
+            "prorl_sandbox_start_failures_total", "Sandboxes that failed to start", lambda: counts["start_failures"]
+        )
+        m.counter_function(
+            "prorl_kernel_starts_total",
+            "Python kernels started (counted when their sandbox closes)",
+            lambda: counts["kernels"],
+        )
+        self._tool_seconds = m.histogram(
+            "prorl_tool_call_seconds", "Tool calls by tool and outcome", ("tool", "outcome")
+        )
+        self._verify_seconds = m.histogram(
+            "prorl_verify_seconds", "Verifies by outcome: ok, or the failure type", ("outcome",)
+        )
+        return m
 
     @property
     def verifiers(self) -> VerifierPool:
@@ -209,32 +253,33 @@ class SandboxResourcesServer(SimpleResourcesServer):
         run = getattr(self, tool.run) if isinstance(tool.run, str) else tool.run
 
         async def route(request: Request, body: tool.args) -> ToolResult:  # type: ignore[name-defined]
+            started, outcome = time.perf_counter(), "ok"
             try:
                 sandbox = self._sessions.get(request.session[SESSION_ID_KEY])
                 return await run(sandbox, body)
             except UnknownSessionError as exc:
-                return error_response(409, "unknown_session", str(exc))
+                outcome = "unknown_session"
+                return error_response(409, outcome, str(exc))
             except SandboxError as exc:
-                return error_response(503, "sandbox_error", str(exc))
+                outcome = "sandbox_error"
+                return error_response(503, outcome, str(exc))
+            finally:
+                self._tool_seconds.labels(tool.name, outcome).observe(time.perf_counter() - started)
 
         route.__name__ = tool.name
         return route
 
     async def _verify(self, request: Request, body: SandboxVerifyRequest) -> SandboxVerifyResponse:
-        session_id = request.session[SESSION_ID_KEY]
+        session_id, started = request.session[SESSION_ID_KEY], time.perf_counter()
         try:
             fields = await self.evaluate(body, self._sessions.find(session_id))
-        except VerifierTimeout as exc:
-            fields = {"reward": 0.0, "failure": Failure(stage=Stage.EVAL, type=FailureType.TIMEOUT, message=str(exc))}
         except (VerifierError, SandboxError, TimeoutError) as exc:
-            message = f"{type(exc).__name__}: {exc}"
-            fields = {
-                "reward": 0.0,
-                "failure": Failure(stage=Stage.EVAL, type=FailureType.EVAL_ERROR, message=message),
-            }
+            fields = {"reward": 0.0, "failure": eval_failure(exc)}
         finally:
             await self._sessions.release(session_id)
         fields = {"num_tool_calls": count_tool_calls(body.response)} | fields
+        outcome = fields["failure"].type.value if fields.get("failure") else "ok"
+        self._verify_seconds.labels(outcome).observe(time.perf_counter() - started)
         return self.verify_response.model_validate(body.model_dump() | fields)
 
 

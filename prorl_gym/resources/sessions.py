@@ -14,11 +14,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from pathlib import Path
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.zygote import KernelZygote
-from prorl_gym.sandbox import Sandbox, SandboxSpec, create_sandbox, get_backend
+from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec, create_sandbox, get_backend
 from prorl_gym.sandbox.leases import reap_stale
 from prorl_gym.sandbox.pool import SandboxPool
 
@@ -37,6 +38,7 @@ class SandboxSessions:
         self._prepare = Sandbox.warm_up_kernel if warm_kernels else None  # every new sandbox, pooled or not
         self.pool = SandboxPool(spec, pool_size, zygote=self.zygote, prepare=self._prepare) if pool_size else None
         self._sandboxes: dict[str, Sandbox] = {}
+        self.counts: Counter[str] = Counter()  # since start: sandboxes started, failed to start, kernels started
         self._last_used: dict[str, float] = {}
         self._sweeper: asyncio.Task | None = None
 
@@ -69,11 +71,17 @@ class SandboxSessions:
         `spec`: this task's own (e.g. with its repository bound in); the warm pool only
         serves the server's default spec."""
         await self.release(session_id)
-        if spec is not None and spec != self.spec:
-            shares_zygote = self.zygote is not None and get_backend(spec).zygote_config(spec) == self.zygote.config
-            sandbox = await create_sandbox(spec, zygote=self.zygote if shares_zygote else None)
-        else:
-            sandbox = await (self.pool.acquire() if self.pool else create_sandbox(self.spec, zygote=self.zygote))
+        try:
+            if spec is not None and spec != self.spec:
+                zygote_config = get_backend(spec).zygote_config(spec)
+                shares_zygote = self.zygote is not None and zygote_config == self.zygote.config
+                sandbox = await create_sandbox(spec, zygote=self.zygote if shares_zygote else None)
+            else:
+                sandbox = await (self.pool.acquire() if self.pool else create_sandbox(self.spec, zygote=self.zygote))
+        except SandboxError:
+            self.counts["start_failures"] += 1
+            raise
+        self.counts["started"] += 1
         if self._prepare:
             self._prepare(sandbox)
         self._sandboxes[session_id] = sandbox
@@ -99,6 +107,7 @@ class SandboxSessions:
         self._last_used.pop(session_id, None)
         if sandbox is None:
             return False
+        self.counts["kernels"] += sandbox.kernel_started
         await sandbox.close()
         return True
 

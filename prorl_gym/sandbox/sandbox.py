@@ -118,6 +118,11 @@ class Sandbox:
         except KernelError as exc:  # the environment failed, not the code: a typed sandbox error
             raise SandboxKernelError(f"sandbox {self.id}: {exc}") from exc
 
+    @property
+    def kernel_started(self) -> bool:
+        """A Python kernel was started for this sandbox (it costs; most tasks never need one)."""
+        return self._kernel is not None
+
     def warm_up_kernel(self) -> None:
         """Start the kernel in the background, e.g. while the policy writes its first turn;
         python() waits for it. A failure here is left for python() to retry and report."""

@@ -1,16 +1,12 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""ProRL agent: one rollout = INIT -> RUN -> EVAL, each stage in its own worker pool.
-
-    INIT  resources server /seed_session: sandbox created, task staged (+ its tool list)
-    RUN   the multi-turn loop (loop.py): policy via the model server <-> tool routes
-    EVAL  resources server /verify: reward; the sandbox is closed there
+"""ProRL agent: one rollout = INIT -> RUN -> EVAL, each stage in its own worker pool (pipeline.py).
 
 `/run` (what ng_collect_rollouts and the NeMo RL trainer call) returns a RolloutRecord
 (prorl_gym/pipeline/records.py): the verify response plus the rollout's own fields:
 `failure` ({stage, type, message} or null), `stop_reason`, per-stage `timings`, turn and
-tool-call counts, `host`, `attempts`, and whether the token ids obey NeMo RL's contiguity
-rule. A failed rollout also carries `_ng_failure_class`, so ng_collect_rollouts writes it
+tool-call counts, `host`, `attempts` (infrastructure failures run the rollout again), and
+whether the token ids obey NeMo RL's contiguity rule. A failed rollout also carries `_ng_failure_class`, so ng_collect_rollouts writes it
 to the failures sidecar instead of scoring it 0. The sandbox is released on every path.
 
 The job API (submit batches, stream results, cancel, status; docs/job_api.md) runs the same
@@ -20,30 +16,28 @@ rollout(); its logic is prorl_gym/pipeline/jobs.py, only its routes are here.
 import asyncio
 import json
 import logging
-import time
-import traceback
-from contextlib import nullcontext, suppress
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
-from nemo_gym.base_resources_server import BaseRunRequest
 from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, Body, SimpleResponsesAPIAgent
 from nemo_gym.config_types import ModelServerRef, ResourcesServerRef
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from nemo_gym.server_utils import get_response_json
-from pydantic import ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from prorl_gym.client import Batch, CancelResult, JobLimits, StopAfter, SubmitRequest
 from prorl_gym.lifespan import run_with_app
-from prorl_gym.pipeline.failures import Failure, FailureType, RolloutFailure, Stage
+from prorl_gym.pipeline.failures import Failure, FailureType, Stage
 from prorl_gym.pipeline.jobs import JobError, JobManager
+from prorl_gym.pipeline.journal import Journal, JournalConfig
 from prorl_gym.pipeline.metrics import rollout_metrics
-from prorl_gym.pipeline.records import NG_FAILURE_CLASS_KEY, RolloutRecord
+from prorl_gym.pipeline.peers import PeerClient
+from prorl_gym.pipeline.records import RolloutRecord, failed_record
 from prorl_gym.pipeline.stages import StagePool
-from prorl_gym.pipeline.tokens import token_ids_contiguous
-from prorl_gym.resources.protocol import ToolsResponse
-from responses_api_agents.prorl_agent.loop import AgentLoop, Limits
+from prorl_gym.supervise import supervised
+from responses_api_agents.prorl_agent.loop import Limits
+from responses_api_agents.prorl_agent.metrics import AgentMetrics
+from responses_api_agents.prorl_agent.pipeline import Peers, Pipeline, RetryPolicy, RunRequest, transcript
 
 log = logging.getLogger(__name__)
 
@@ -59,11 +53,13 @@ class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
     run_timeout_s: float = 3600.0
     eval_timeout_s: float = 600.0
     release_timeout_s: float = 30.0
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)  # infrastructure failures run the rollout again
     # staged: INIT, RUN and EVAL each have their own worker pool (the design of this agent).
     # coupled: max_run_workers workers each do INIT+RUN+EVAL of one rollout in turn; the design
     # staged pipelines replace, kept as the same-run baseline of benchmarks/pipeline_overlap.
     pipeline: Literal["staged", "coupled"] = "staged"
     jobs: JobLimits = Field(default_factory=JobLimits)  # bounds of the job API
+    journal: JournalConfig = Field(default_factory=JournalConfig)  # where the job API's state survives a restart
 
     @field_validator("num_workers")
     @classmethod
@@ -73,198 +69,75 @@ class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
         return value
 
 
-class ProRLRunRequest(BaseRunRequest):
-    model_config = ConfigDict(extra="allow")
-
-
 class ProRLAgent(SimpleResponsesAPIAgent):
     config: ProRLAgentConfig
     _pools: dict[Stage, StagePool] = PrivateAttr()
-    _coupled: asyncio.Semaphore | None = PrivateAttr(default=None)
-    _tools: ToolsResponse | None = PrivateAttr(default=None)
+    _peers: PeerClient = PrivateAttr()
+    _pipeline: Pipeline = PrivateAttr()
     _jobs: JobManager = PrivateAttr()
+    _metrics: AgentMetrics = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
         c = self.config
         workers = {Stage.INIT: c.max_init_workers, Stage.RUN: c.max_run_workers, Stage.EVAL: c.max_eval_workers}
+        coupled = None
         if c.pipeline == "coupled":  # one slot per rollout, for all three stages
-            self._coupled = asyncio.Semaphore(c.max_run_workers)
+            coupled = asyncio.Semaphore(c.max_run_workers)
             workers = dict.fromkeys(workers, 1 << 20)
         timeouts = {Stage.INIT: c.init_timeout_s, Stage.RUN: c.run_timeout_s, Stage.EVAL: c.eval_timeout_s}
         self._pools = {stage: StagePool(stage, workers[stage], timeouts[stage]) for stage in Stage}
+        self._peers = PeerClient(self.server_client)
+        peers = Peers(self._peers, c.resources_server.name, c.model_server.name)
+        self._pipeline = Pipeline(peers, self._pools, c.limits, c.retry, c.release_timeout_s, coupled)
         self._jobs = JobManager(
             self.rollout,
             c.jobs,
+            journal=Journal(c.journal.path(c.name)),
+            on_restart=c.journal.on_restart,
             environments=(c.resources_server.name, c.name),
-            validate_row=ProRLRunRequest.model_validate,
+            validate_row=RunRequest.model_validate,
             stage_stats=lambda: {stage.value: pool.stats() for stage, pool in self._pools.items()},
         )
+        self._metrics = AgentMetrics(self._jobs)
+        self._pipeline.on_attempt = self._metrics.attempt
         return super().model_post_init(context)
+
+    @classmethod
+    def run_webserver(cls):
+        """As NeMo Gym's, under a supervisor that starts the agent again if it dies: its journal
+        brings back every job (prorl_gym/supervise.py)."""
+        return supervised(super().run_webserver)
 
     def setup_webserver(self):
         app = super().setup_webserver()
         self._mount_job_routes(app)
+        self._metrics.mount(app)
+        run_with_app(app, None, self._peers.close)
         return app
 
     # ------------------------------------------------------------------ /run: the pipeline
 
-    async def run(self, request: Request, body: ProRLRunRequest) -> dict:
+    async def run(self, request: Request, body: RunRequest) -> dict:
         # exclude_unset: a field the row left out must stay out (NeMo Gym's vllm_model
         # breaks on an explicit `metadata: null`).
-        record = await self.rollout(body.model_dump(exclude_unset=True), dict(request.cookies))
+        row = body.model_dump(exclude_unset=True)
+        rollout = asyncio.ensure_future(self.rollout(row, dict(request.cookies)))
+        try:
+            record = await asyncio.shield(rollout)
+        except asyncio.CancelledError:
+            # The server stops (uvicorn cancels the requests still running after its grace period):
+            # answer with a record, not a 500, once the rollout has released its sandbox.
+            rollout.cancel("the agent is shutting down")
+            await asyncio.gather(rollout, return_exceptions=True)
+            asyncio.current_task().uncancel()
+            message = "the agent stopped while the rollout ran; its sandbox was released"
+            record = failed_record(row, Failure(stage=None, type=FailureType.SHUTDOWN, message=message, infra=True))
         return record.wire()
 
     async def rollout(self, row: dict, cookies: dict | None = None) -> RolloutRecord:
-        """One rollout through INIT -> RUN -> EVAL; the record, whatever happened."""
-        started = time.perf_counter()
-        async with self._coupled or nullcontext():
-            timings = {"coupled_queue_s": time.perf_counter() - started} if self._coupled else {}
-            return await self._rollout(row, dict(cookies or {}), timings, started)
-
-    async def _rollout(self, row: dict, cookies: dict, timings: dict[str, float], started: float) -> RolloutRecord:
-        stage, loop, verified, failure, seeded = Stage.INIT, None, None, None, {}
-        try:
-            params = ProRLRunRequest.model_validate(row).responses_create_params
-            seeded, tools = await self._pools[Stage.INIT].run(lambda: self._init(row, cookies), timings)
-            stage = Stage.RUN
-            loop = self._new_loop(params, tools, cookies)
-            stop_reason = await self._pools[Stage.RUN].run(loop.run, timings)
-            stage = Stage.EVAL
-            verified = await self._pools[Stage.EVAL].run(lambda: self._eval(row, loop, cookies, stop_reason), timings)
-        except RolloutFailure as exc:
-            failure = exc.failure
-        except ValidationError as exc:  # a row without usable responses_create_params
-            failure = Failure(stage=Stage.INIT, type=FailureType.INIT_ERROR, message=f"malformed row: {exc}")
-        except asyncio.CancelledError:
-            failure = Failure(stage=stage, type=FailureType.CANCELLED, message="rollout cancelled")
-            raise
-        except Exception as exc:
-            log.exception("agent error in %s", stage)
-            failure = Failure(
-                stage=stage, type=FailureType.AGENT_ERROR, message=f"{exc!r}\n{traceback.format_exc()[-1500:]}"
-            )
-        finally:
-            if verified is None:  # /verify closes the sandbox; on any other path release it here
-                await asyncio.shield(self._release(cookies))
-        timings["total_s"] = time.perf_counter() - started
-        return self._record(row, loop, verified, failure, timings, seeded.get("host"))
-
-    async def _init(self, row: dict, cookies: dict) -> tuple[dict, ToolsResponse]:
-        seeding = asyncio.ensure_future(self._seed(row, cookies))
-        try:
-            seeded = await asyncio.shield(seeding)
-        except asyncio.CancelledError:
-            # The server may be starting this rollout's sandbox: wait for its session cookie,
-            # so that the release that follows finds the sandbox instead of leaking it.
-            with suppress(Exception):
-                await asyncio.wait_for(seeding, self.config.release_timeout_s)
-            raise
-        return seeded, await self._tool_list()
-
-    async def _seed(self, row: dict, cookies: dict) -> dict:
-        response = await self.server_client.post(
-            server_name=self.config.resources_server.name, url_path="/seed_session", json=row, cookies=cookies
-        )
-        payload = await response.read()
-        cookies.update({name: morsel.value for name, morsel in response.cookies.items()})
-        if response.status != 200:
-            raise RolloutFailure(
-                Stage.INIT, FailureType.INIT_ERROR, f"seed_session returned {response.status}: {payload[:1500]!r}"
-            )
-        return json.loads(payload)
-
-    async def _tool_list(self) -> ToolsResponse:
-        if self._tools is None:  # the resources server is the one home of its tool definitions
-            response = await self.server_client.get(server_name=self.config.resources_server.name, url_path="/tools")
-            if response.status != 200:
-                raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, f"/tools returned {response.status}")
-            self._tools = ToolsResponse.model_validate(await get_response_json(response))
-        return self._tools
-
-    def _new_loop(
-        self, params: NeMoGymResponseCreateParamsNonStreaming, tools: ToolsResponse, cookies: dict
-    ) -> AgentLoop:
-        if not params.tools:  # a row may bring its own tools; otherwise the server's
-            params = params.model_copy(update={"tools": tools.tools})
-        return AgentLoop(
-            client=self.server_client,
-            model_server=self.config.model_server.name,
-            resources_server=self.config.resources_server.name,
-            params=params,
-            limits=self.config.limits,
-            resources_cookies=cookies,
-            finish_tools=frozenset(tools.ends_rollout),
-        )
-
-    async def _eval(self, row: dict, loop: AgentLoop, cookies: dict, stop_reason: str) -> dict:
-        request = row | {"response": self._transcript(loop).model_dump(), "stop_reason": stop_reason}
-        response = await self.server_client.post(
-            server_name=self.config.resources_server.name, url_path="/verify", json=request, cookies=cookies
-        )
-        payload = await response.read()
-        if response.status != 200:
-            raise RolloutFailure(
-                Stage.EVAL, FailureType.EVAL_ERROR, f"verify returned {response.status}: {payload[:1500]!r}"
-            )
-        return json.loads(payload)
-
-    async def _release(self, cookies: dict) -> None:
-        try:
-            async with asyncio.timeout(self.config.release_timeout_s):
-                response = await self.server_client.post(
-                    server_name=self.config.resources_server.name, url_path="/release", json={}, cookies=cookies
-                )
-                await response.read()
-        except Exception:
-            log.warning("could not release the sandbox; the resources server will expire it", exc_info=True)
-
-    def _transcript(self, loop: AgentLoop | None) -> NeMoGymResponse:
-        """The whole rollout as one response: every turn's output items, usage summed."""
-        base = loop.last_response if loop and loop.last_response else None
-        if base is None:
-            return NeMoGymResponse(
-                id="resp_none",
-                created_at=int(time.time()),
-                model="",
-                object="response",
-                output=list(loop.outputs) if loop else [],
-                parallel_tool_calls=False,
-                tool_choice="auto",
-                tools=[],
-            )
-        usage = base.usage.model_copy(update={"output_tokens": loop.stats.output_tokens}) if base.usage else None
-        return base.model_copy(update={"output": list(loop.outputs), "usage": usage})
-
-    def _record(
-        self,
-        row: dict,
-        loop: AgentLoop | None,
-        verified: dict | None,
-        failure: Failure | None,
-        timings: dict,
-        host: str | None,
-    ) -> RolloutRecord:
-        """The record: the verify response (or the row and transcript, without one) and our own fields."""
-        fields = verified if verified is not None else row | {"response": self._transcript(loop).model_dump()}
-        failure = failure or (Failure.model_validate(fields["failure"]) if fields.get("failure") else None)
-        stats = loop.stats if loop else None
-        if stats:
-            timings |= {"policy_s": stats.policy_s, "tools_s": stats.tools_s, "tool_exec_s": stats.tool_exec_s}
-        return RolloutRecord.model_validate(
-            fields
-            | {
-                "reward": 0.0 if failure or verified is None else fields["reward"],
-                "failure": failure,
-                NG_FAILURE_CLASS_KEY: failure.type.value if failure else None,
-                "stop_reason": fields.get("stop_reason"),
-                "timings": timings,
-                "num_turns": stats.turns if stats else 0,
-                "num_tool_calls": stats.tool_calls if stats else 0,
-                "malformed_tool_calls": stats.malformed_tool_calls if stats else 0,
-                "token_ids_contiguous": token_ids_contiguous(fields["response"].get("output", [])),
-                "host": host,
-            }
-        )
+        record = await self._pipeline.rollout(row, cookies)
+        self._metrics.finished(record)
+        return record
 
     # ------------------------------------------------------------------ /v1/responses: the loop alone
 
@@ -272,15 +145,15 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming = Body()
     ) -> NeMoGymResponse:
         """RUN only, for callers that seed and verify themselves (NeMo Gym's agent contract)."""
-        loop = self._new_loop(body, await self._tool_list(), dict(request.cookies))
+        loop = self._pipeline.new_loop(body, await self._pipeline.tool_list(), dict(request.cookies))
         await loop.run()
-        return self._transcript(loop)
+        return transcript(loop)
 
     # ------------------------------------------------------------------ the job API (docs/job_api.md)
 
     def _mount_job_routes(self, app: FastAPI) -> None:
         jobs = self._jobs
-        run_with_app(app, jobs.start, jobs.close)  # at shutdown, running jobs are cancelled
+        run_with_app(app, jobs.start, jobs.close)  # at shutdown, running jobs are interrupted (run again at start)
         app.add_exception_handler(
             JobError, lambda _, exc: JSONResponse({"detail": exc.detail, **exc.extra}, exc.status)
         )
@@ -297,16 +170,18 @@ class ProRLAgent(SimpleResponsesAPIAgent):
             except ValidationError as exc:
                 errors = json.loads(exc.json(include_url=False, include_input=False))
                 raise JobError(422, "invalid request", errors=errors) from None
-            return jobs.submit(batch)
+            return await jobs.submit(batch)
 
         @app.get("/batches/{batch_id}/results")  # NDJSON, or server-sent events if asked for
         async def results(batch_id: str, request: Request, after: int = 0):
             records, sse = jobs.follow(batch_id, after), "text/event-stream" in request.headers.get("accept", "")
 
-            async def lines():  # a None record is a heartbeat
-                async for record in records:
-                    line = json.dumps(record.wire()) if record is not None else ""
-                    yield (f"data: {line}\n\n" if line else ": heartbeat\n\n") if sse else f"{line}\n"
+            async def lines():  # None is a heartbeat
+                async for line in records:
+                    if sse:
+                        yield f"data: {line}\n\n" if line is not None else ": heartbeat\n\n"
+                    else:
+                        yield f"{line or ''}\n"
 
             return StreamingResponse(lines(), media_type="text/event-stream" if sse else "application/x-ndjson")
 
@@ -316,6 +191,7 @@ class ProRLAgent(SimpleResponsesAPIAgent):
 
         app.get("/batches/{batch_id}")(jobs.batch)
         app.post("/batches/{batch_id}/cancel")(jobs.cancel_batch)
+        app.post("/batches/{batch_id}/ack")(jobs.acknowledge)
         app.get("/jobs/{job_id:path}")(jobs.job)  # default job ids hold '/': <batch>/<row>/<sample>
         app.post("/jobs/{job_id:path}/cancel")(jobs.cancel_job)
         app.get("/status")(jobs.status)

@@ -23,6 +23,10 @@ from pydantic import BaseModel, ValidationError
 
 from prorl_gym.pipeline.failures import FailureType, RolloutFailure, Stage
 
+# Tool route answers that mean the session's sandbox is gone: 409 unknown session (its server
+# restarted, or the sandbox expired), 503 the sandbox itself failed.
+LOST_SANDBOX = (409, 503)
+
 
 class Limits(BaseModel):
     max_turns: int = 20  # policy calls
@@ -101,6 +105,9 @@ class AgentLoop:
             remaining = self.limits.max_output_tokens - self.stats.output_tokens
             update["max_output_tokens"] = min(remaining, self.params.max_output_tokens or remaining)
         body = self.params.model_copy(update=update)
+        # Before the policy produced anything, its failure is the infrastructure's (retried on
+        # another endpoint); after, the rollout holds a partial trajectory: a task outcome.
+        infra = not self.outputs
         started = time.perf_counter()
         status, payload, cookies = await self._post(
             self.model_server,
@@ -110,20 +117,19 @@ class AgentLoop:
             self.limits.policy_call_timeout_s,
             FailureType.POLICY_ERROR,
             "the policy",
+            infra,
         )
         self.stats.policy_s += time.perf_counter() - started
         self.stats.turns += 1
         if status != 200:
-            raise RolloutFailure(
-                Stage.RUN, FailureType.POLICY_ERROR, f"model server returned {status}: {payload[:1000]!r}"
-            )
+            message = f"model server returned {status}: {payload[:1000]!r}"
+            raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra)
         self.model_cookies |= cookies
         try:
             response = NeMoGymResponse.model_validate_json(payload)
         except ValidationError as exc:
-            raise RolloutFailure(
-                Stage.RUN, FailureType.POLICY_ERROR, f"invalid response from the policy: {exc}"
-            ) from exc
+            message = f"invalid response from the policy: {exc}"
+            raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra) from exc
         if response.usage:
             self.stats.output_tokens += response.usage.output_tokens
         self.last_response = response
@@ -148,16 +154,19 @@ class AgentLoop:
             self.limits.tool_call_timeout_s,
             FailureType.TOOL_ERROR,
             f"tool {call.name!r}",
+            True,
         )
         self.stats.tools_s += time.perf_counter() - started
         self.resources_cookies |= cookies
         if status == 422:  # the arguments did not match the tool's schema
             detail = json.loads(payload).get("detail", payload.decode(errors="replace"))
             return self._tool_error(call, f"invalid arguments for {call.name!r}: {json.dumps(detail)[:1000]}")
+        if status in LOST_SANDBOX:  # its server restarted, or the sandbox died: the rollout cannot go on
+            message = f"tool {call.name!r}: the sandbox is lost ({status}): {payload[:1000]!r}"
+            raise RolloutFailure(Stage.RUN, FailureType.SANDBOX_LOST, message, infra=True)
         if status != 200:
-            raise RolloutFailure(
-                Stage.RUN, FailureType.TOOL_ERROR, f"tool {call.name!r} failed ({status}): {payload[:1000]!r}"
-            )
+            message = f"tool {call.name!r} failed ({status}): {payload[:1000]!r}"
+            raise RolloutFailure(Stage.RUN, FailureType.TOOL_ERROR, message, infra=True)
         result = json.loads(payload)
         self.stats.tool_exec_s += float((result.get("metadata") or {}).get("duration_s") or 0.0)
         return NeMoGymFunctionCallOutput(type="function_call_output", call_id=call.call_id, output=result["content"])
@@ -167,7 +176,15 @@ class AgentLoop:
         return NeMoGymFunctionCallOutput(type="function_call_output", call_id=call.call_id, output=f"Error: {message}")
 
     async def _post(
-        self, server: str, path: str, body, cookies: dict, timeout: float, failure: FailureType, what: str
+        self,
+        server: str,
+        path: str,
+        body,
+        cookies: dict,
+        timeout: float,
+        failure: FailureType,
+        what: str,
+        infra: bool,
     ):
         """POST and read the reply within `timeout`; unreachable or silent peers become `failure`."""
         try:
@@ -175,7 +192,7 @@ class AgentLoop:
                 response = await self.client.post(server_name=server, url_path=path, json=body, cookies=cookies)
                 payload = await response.read()
         except TimeoutError:
-            raise RolloutFailure(Stage.RUN, failure, f"{what} did not answer within {timeout:g}s") from None
+            raise RolloutFailure(Stage.RUN, failure, f"{what} did not answer within {timeout:g}s", infra) from None
         except aiohttp.ClientError as exc:
-            raise RolloutFailure(Stage.RUN, failure, f"{what} is unreachable: {exc!r}") from exc
+            raise RolloutFailure(Stage.RUN, failure, f"{what} is unreachable: {exc!r}", infra) from exc
         return response.status, payload, {name: morsel.value for name, morsel in response.cookies.items()}

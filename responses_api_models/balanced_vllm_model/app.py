@@ -16,6 +16,7 @@ inherited; what changes is which endpoint serves a request and how long it may t
 Run it with one uvicorn worker (the default): routing state lives in the process.
 """
 
+import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -34,6 +35,7 @@ from pydantic import BaseModel, PrivateAttr, model_validator
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prorl_gym.lifespan import run_with_app
+from prorl_gym.metrics import ServerMetrics
 from responses_api_models.balanced_vllm_model.balancer import Unavailable, normalize_url
 from responses_api_models.balanced_vllm_model.pool import BalancerSettings, EndpointPool, Lease
 from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
@@ -66,11 +68,18 @@ class EndpointRequest(BaseModel):
 class BalancedVLLMModel(VLLMModel):
     config: BalancedVLLMModelConfig
     _pool: EndpointPool = PrivateAttr()
+    _metrics: ServerMetrics = PrivateAttr()
+    _call_seconds: Any = PrivateAttr()
 
     def _post_init(self) -> None:
         c = self.config
         self._pool = EndpointPool(c, c.api_key, c.default_headers, list(c.base_url))
         self._converter = self.get_converter()
+        self._metrics = ServerMetrics()
+        doc = "Policy calls by endpoint and outcome (ok, or the HTTP status)"
+        self._call_seconds = self._metrics.histogram("prorl_policy_call_seconds", doc, ("endpoint", "outcome"))
+        healthy = self._metrics.gauge("prorl_policy_endpoints_healthy", "Policy endpoints that take new sessions")
+        healthy.set_function(lambda: sum(e.healthy for e in self._pool.balancer.endpoints))
 
     @property
     def pool(self) -> EndpointPool:
@@ -83,6 +92,7 @@ class BalancedVLLMModel(VLLMModel):
         app.delete("/endpoints")(self.remove_endpoint)
 
         app.add_middleware(EndpointHeader)
+        self._metrics.mount(app)
 
         run_with_app(app, self._pool.start, self._pool.close)  # health checks run from here until shutdown
         return app
@@ -111,10 +121,14 @@ class BalancedVLLMModel(VLLMModel):
         except Unavailable as e:
             raise HTTPException(status_code=e.status, detail=e.reason) from e
         request.state.policy_endpoint = lease.endpoint.url
+        started, outcome = time.perf_counter(), "ok"
         try:
             return await self._pool.run(lease, lambda: _on_endpoint(lease, call))
         except Unavailable as e:
+            outcome = str(e.status)
             raise HTTPException(status_code=e.status, detail=e.reason) from e
+        finally:
+            self._call_seconds.labels(lease.endpoint.url, outcome).observe(time.perf_counter() - started)
 
     # ------------------------------------------------------------------ admin
     async def list_endpoints(self) -> dict[str, Any]:

@@ -9,11 +9,13 @@ cancellation mid-rollout and admission bounds are all under the test's control.
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
 from prorl_gym.client import JobLimits, SubmitRequest
 from prorl_gym.pipeline.jobs import JobError, JobManager
+from prorl_gym.pipeline.journal import Journal, JournalInUse
 from prorl_gym.pipeline.records import RolloutRecord
 
 
@@ -51,7 +53,7 @@ async def turn(times: int = 5) -> None:
 
 async def collect(manager: JobManager, batch_id: str, after: int = 0) -> list[dict]:
     """The stream's records as the wire has them."""
-    return [r.wire() async for r in manager.follow(batch_id, after) if r is not None]
+    return [json.loads(line) async for line in manager.follow(batch_id, after) if line is not None]
 
 
 STAGES = {"init": {"workers": 2, "waiting": 1, "in_flight": 2}}
@@ -66,20 +68,28 @@ def fake() -> FakeRollout:
 async def manager(fake):
     limits = JobLimits(max_active_jobs=10, max_batch_rows=4, max_batch_jobs=8, cancel_wait_s=2)
     manager = JobManager(fake, limits, environments=("math", "math_agent"), stage_stats=lambda: STAGES)
-    manager.start()
+    await manager.start()
     yield manager
     await manager.close()
 
 
-def submit(manager: JobManager, rows: list, **kwargs):
-    return manager.submit(SubmitRequest(rows=rows, **kwargs))
+async def submit(manager: JobManager, rows: list, **kwargs):
+    return await manager.submit(SubmitRequest(rows=rows, **kwargs))
+
+
+async def settle(manager: JobManager) -> None:
+    """Until the finished rollouts' records are journaled and delivered."""
+    await turn()
+    while manager._writes:
+        await asyncio.wait(set(manager._writes))
+        await turn()
 
 
 async def test_submit_returns_ids_at_once_and_applies_sampling_per_sample(manager, fake):
-    batch = submit(manager, [row(0), row(1)], samples_per_row=2, sampling={"temperature": 0.7, "seed": 3})
+    batch = await submit(manager, [row(0), row(1)], samples_per_row=2, sampling={"temperature": 0.7, "seed": 3})
     assert batch.created and batch.new_jobs == 4
     assert batch.job_ids == [f"{batch.batch_id}/{i}/{s}" for i in (0, 1) for s in (0, 1)]
-    await turn()
+    await settle(manager)
     assert len(fake.calls) == 4
     params = fake.calls[0][0]["responses_create_params"]
     assert params == {"input": "question 0", "temperature": 0.7, "seed": 3}
@@ -87,12 +97,12 @@ async def test_submit_returns_ids_at_once_and_applies_sampling_per_sample(manage
 
 
 async def test_results_stream_in_completion_order_and_the_stream_ends_with_the_batch(manager, fake):
-    batch = submit(manager, [row(0), row(1), row(2)])
-    await turn()
+    batch = await submit(manager, [row(0), row(1), row(2)])
+    await settle(manager)
     stream = asyncio.create_task(collect(manager, batch.batch_id))
     for index, reward in ((2, 1.0), (0, 0.0), (1, 1.0)):
         fake.finish(index, reward)
-        await turn()
+        await settle(manager)
     records = await asyncio.wait_for(stream, 1)
     assert [r["job_id"] for r in records] == [batch.job_ids[i] for i in (2, 0, 1)]
     assert all(r["batch_id"] == batch.batch_id and r["status"] == "completed" for r in records)
@@ -114,50 +124,50 @@ async def test_results_stream_in_completion_order_and_the_stream_ends_with_the_b
 
 async def test_an_idle_stream_sends_heartbeats(fake):
     manager = JobManager(fake, JobLimits(heartbeat_s=0.05))
-    manager.start()
-    batch = submit(manager, [row(0)])
+    await manager.start()
+    batch = await submit(manager, [row(0)])
     stream = manager.follow(batch.batch_id)
     assert await asyncio.wait_for(anext(stream), 1) is None
     fake.finish(0)
-    assert (await asyncio.wait_for(anext(stream), 1)).status == "completed"
+    assert json.loads(await asyncio.wait_for(anext(stream), 1))["status"] == "completed"
     await manager.close()
 
 
 async def test_resubmitting_the_same_ids_never_runs_a_job_twice(manager, fake):
-    first = submit(manager, [row(0), row(1)], batch_id="step-1")
-    again = submit(manager, [row(0), row(1)], batch_id="step-1")
+    first = await submit(manager, [row(0), row(1)], batch_id="step-1")
+    again = await submit(manager, [row(0), row(1)], batch_id="step-1")
     assert not again.created and again.new_jobs == 0 and again.job_ids == first.job_ids
     # the same job ids under a new batch: the new batch shares the jobs
-    await turn()
+    await settle(manager)
     fake.finish(0)
-    await turn()
-    shared = submit(manager, [row(0), row(1)], job_ids=first.job_ids)
+    await settle(manager)
+    shared = await submit(manager, [row(0), row(1)], job_ids=first.job_ids)
     assert shared.created and shared.new_jobs == 0 and shared.batch_id != "step-1"
     fake.finish(1)
-    await turn()
+    await settle(manager)
     assert len(fake.calls) == 2
     assert [r["job_id"] for r in await collect(manager, shared.batch_id)] == first.job_ids
     assert (await manager.job(first.job_ids[0])).batch_ids == ["step-1", shared.batch_id]
 
 
 async def test_conflicting_content_for_an_existing_id_is_a_conflict(manager, fake):
-    submit(manager, [row(0)], job_ids=["job-a"], batch_id="b1")
+    await submit(manager, [row(0)], job_ids=["job-a"], batch_id="b1")
     with pytest.raises(JobError) as exc:
-        submit(manager, [row(1)], job_ids=["job-a"])
+        await submit(manager, [row(1)], job_ids=["job-a"])
     assert exc.value.status == 409 and "job-a" in exc.value.detail
     with pytest.raises(JobError) as exc:  # other sampling parameters are other content too
-        submit(manager, [row(0)], job_ids=["job-a"], sampling={"temperature": 1.0})
+        await submit(manager, [row(0)], job_ids=["job-a"], sampling={"temperature": 1.0})
     assert exc.value.status == 409
     with pytest.raises(JobError) as exc:
-        submit(manager, [row(0), row(1)], batch_id="b1")
+        await submit(manager, [row(0), row(1)], batch_id="b1")
     assert exc.value.status == 409 and "b1" in exc.value.detail
-    await turn()
+    await settle(manager)
     assert len(fake.calls) == 1
 
 
 async def test_cancelling_a_job_cancels_its_rollout_and_streams_a_cancelled_record(manager, fake):
-    batch = submit(manager, [row(0), row(1)])
-    await turn()
+    batch = await submit(manager, [row(0), row(1)])
+    await settle(manager)
     result = await manager.cancel_job(batch.job_ids[0])
     assert result.cancelled == [batch.job_ids[0]] and result.settled
     assert fake.cancelled == [fake.calls[0][0]]  # the coroutine itself saw CancelledError
@@ -168,23 +178,23 @@ async def test_cancelling_a_job_cancels_its_rollout_and_streams_a_cancelled_reco
     assert record["reward"] == 0.0 and record["task_id"] == "t0"
     assert (await manager.cancel_job(batch.job_ids[0])).cancelled == []  # finished: nothing to cancel
     fake.finish(1)
-    await turn()
+    await settle(manager)
     records = await collect(manager, batch.batch_id)
     assert [r["status"] for r in records] == ["cancelled", "completed"]
 
 
 async def test_a_job_cancelled_before_its_rollout_started_still_gets_a_record(manager, fake):
-    batch = submit(manager, [row(0)])
+    batch = await submit(manager, [row(0)])
     result = await manager.cancel_batch(batch.batch_id)  # no turn of the loop: the coroutine never ran
     assert result.settled and not fake.calls
     assert (await manager.job(batch.job_ids[0])).record.failure.type == "cancelled"
 
 
 async def test_cancelling_a_batch_leaves_finished_jobs_alone(manager, fake):
-    batch = submit(manager, [row(0), row(1), row(2)])
-    await turn()
+    batch = await submit(manager, [row(0), row(1), row(2)])
+    await settle(manager)
     fake.finish(1)
-    await turn()
+    await settle(manager)
     result = await manager.cancel_batch(batch.batch_id)
     assert sorted(result.cancelled) == [batch.job_ids[0], batch.job_ids[2]] and result.settled
     assert len(fake.cancelled) == 2
@@ -193,11 +203,11 @@ async def test_cancelling_a_batch_leaves_finished_jobs_alone(manager, fake):
 
 
 async def test_stop_after_k_usable_results_cancels_the_rest(manager, fake):
-    batch = submit(manager, [row(0), row(1), row(2), row(3)], samples_per_row=2, stop_after=2)
-    await turn()
+    batch = await submit(manager, [row(0), row(1), row(2), row(3)], samples_per_row=2, stop_after=2)
+    await settle(manager)
     fake.finish(0, failure={"stage": "run", "type": "policy_error", "message": "down"})  # not usable
     fake.finish(1)
-    await turn()
+    await settle(manager)
     assert not fake.cancelled
     fake.finish(2)  # the second usable result
     await turn(10)
@@ -208,10 +218,10 @@ async def test_stop_after_k_usable_results_cancels_the_rest(manager, fake):
 
 
 async def test_stop_after_set_later_applies_at_once_if_enough_results_exist(manager, fake):
-    batch = submit(manager, [row(0), row(1), row(2)])
-    await turn()
+    batch = await submit(manager, [row(0), row(1), row(2)])
+    await settle(manager)
     fake.finish(0)
-    await turn()
+    await settle(manager)
     assert (await manager.stop_after(batch.batch_id, 2)).cancelled == []
     result = await manager.stop_after(batch.batch_id, 1)
     assert sorted(result.cancelled) == batch.job_ids[1:] and result.settled
@@ -234,9 +244,9 @@ async def test_stop_after_set_later_applies_at_once_if_enough_results_exist(mana
 )
 async def test_bad_requests_are_refused_with_a_reason(manager, fake, rows, kwargs, status, reason):
     with pytest.raises(JobError) as exc:
-        submit(manager, rows, **kwargs)
+        await submit(manager, rows, **kwargs)
     assert exc.value.status == status and reason in exc.value.detail
-    await turn()
+    await settle(manager)
     assert not fake.calls and (await manager.status()).active_jobs == 0
 
 
@@ -244,32 +254,34 @@ async def test_malformed_rows_are_listed_by_index(manager):
     manager._validate_row = lambda r: r["task_id"]  # the agent passes its full row validation here
     rows = [row(0), {"responses_create_params": {"input": "q"}}, 7]
     with pytest.raises(JobError) as exc:
-        submit(manager, rows)
+        await submit(manager, rows)
     assert [e["index"] for e in exc.value.extra["rows"]] == [1, 2]
     assert "task_id" in exc.value.extra["rows"][0]["error"] and "JSON object" in exc.value.extra["rows"][1]["error"]
 
 
 async def test_a_full_service_says_429_and_keeps_what_it_accepted(manager, fake):
-    first = submit(manager, [row(i) for i in range(4)], samples_per_row=2)  # 8 of 10
+    first = await submit(manager, [row(i) for i in range(4)], samples_per_row=2)  # 8 of 10
     with pytest.raises(JobError) as exc:
-        submit(manager, [row(i) for i in range(2)], samples_per_row=2)
+        await submit(manager, [row(i) for i in range(2)], samples_per_row=2)
     assert exc.value.status == 429 and "retry later" in exc.value.detail.lower()
-    assert not submit(manager, [row(0)], samples_per_row=2, job_ids=first.job_ids[:2]).new_jobs  # reuse costs nothing
-    await turn()
+    assert not (
+        await submit(manager, [row(0)], samples_per_row=2, job_ids=first.job_ids[:2])
+    ).new_jobs  # reuse costs nothing
+    await settle(manager)
     for i in range(8):
         fake.finish(i)
-    await turn()
+    await settle(manager)
     assert len(await collect(manager, first.batch_id)) == 8
-    assert submit(manager, [row(9)]).new_jobs == 1  # room again
+    assert (await submit(manager, [row(9)])).new_jobs == 1  # room again
 
 
 async def test_status_reports_stages_counts_and_timing_percentiles(manager, fake):
-    batch = submit(manager, [row(i) for i in range(4)])
-    await turn()
+    batch = await submit(manager, [row(i) for i in range(4)])
+    await settle(manager)
     fake.finish(0, run_s=1.0, init_s=0.1)
     fake.finish(1, run_s=3.0, init_s=0.2)
     fake.finish(2, failure={"stage": "eval", "type": "eval_error", "message": "x"}, run_s=2.0)
-    await turn()
+    await settle(manager)
     await manager.cancel_job(batch.job_ids[3])
     status = await manager.status()
     assert status.stages == STAGES
@@ -285,7 +297,7 @@ async def test_a_crashing_rollout_is_an_agent_error_record(manager):
         raise RuntimeError("bug")
 
     manager._rollout = crash
-    batch = submit(manager, [row(0)])
+    batch = await submit(manager, [row(0)])
     records = await asyncio.wait_for(collect(manager, batch.batch_id), 1)
     assert records[0]["status"] == "failed" and records[0]["failure"]["type"] == "agent_error"
     assert "bug" in records[0]["failure"]["message"]
@@ -293,35 +305,36 @@ async def test_a_crashing_rollout_is_an_agent_error_record(manager):
 
 async def test_finished_batches_are_forgotten_beyond_the_retention_bound(fake):
     manager = JobManager(fake, JobLimits(retain_jobs=2))
-    manager.start()
-    old, new = submit(manager, [row(0), row(1)]), submit(manager, [row(2), row(3)])
-    await turn()
+    await manager.start()
+    old, new = await submit(manager, [row(0), row(1)]), await submit(manager, [row(2), row(3)])
+    await settle(manager)
     for i in range(4):
         fake.finish(i)
-    await turn()
+    await settle(manager)
     with pytest.raises(JobError) as exc:
         await manager.job(old.job_ids[0])
     assert exc.value.status == 404
     assert (await manager.batch(new.batch_id)).done and (await manager.status()).retained_jobs == 2
     # an expired id is new again
-    assert submit(manager, [row(0)], job_ids=[old.job_ids[0]]).new_jobs == 1
+    assert (await submit(manager, [row(0)], job_ids=[old.job_ids[0]])).new_jobs == 1
     await manager.close()
 
 
-async def test_close_cancels_everything_ends_streams_and_refuses_new_work(fake):
+async def test_close_interrupts_running_jobs_ends_streams_and_refuses_new_work(fake):
     manager = JobManager(fake, JobLimits(cancel_wait_s=1))
     with pytest.raises(JobError) as exc:
-        submit(manager, [row(0)])
+        await submit(manager, [row(0)])
     assert exc.value.status == 503
-    manager.start()
-    batch = submit(manager, [row(0), row(1)])
-    await turn()
+    await manager.start()
+    batch = await submit(manager, [row(0), row(1)])
+    await settle(manager)
     stream = asyncio.create_task(collect(manager, batch.batch_id))
     await manager.close()
-    assert len(fake.cancelled) == 2
-    assert [r["status"] for r in await asyncio.wait_for(stream, 1)] == ["cancelled", "cancelled"]
+    assert len(fake.cancelled) == 2  # the rollouts saw CancelledError: their sandboxes were released
+    # no record for an interrupted job: it is unfinished, and runs again when the agent is back
+    assert await asyncio.wait_for(stream, 1) == []
     with pytest.raises(JobError):
-        submit(manager, [row(2)])
+        await submit(manager, [row(2)])
 
 
 async def test_unknown_ids_are_404(manager):
@@ -331,3 +344,90 @@ async def test_unknown_ids_are_404(manager):
         assert exc.value.status == 404
     with pytest.raises(JobError):
         manager.follow("nope")
+
+
+# ---------------------------------------------------------------------- the journal: nothing lost across a restart
+
+
+def journaled(fake: FakeRollout, path, on_restart: str = "rerun") -> JobManager:
+    return JobManager(fake, JobLimits(cancel_wait_s=1), journal=Journal(path), on_restart=on_restart)
+
+
+async def test_a_restarted_agent_serves_every_result_again_at_its_offset_and_reruns_the_rest(tmp_path):
+    path = tmp_path / "agent.sqlite"
+    fake = FakeRollout()
+    manager = journaled(fake, path)
+    await manager.start()
+    batch = await submit(manager, [row(0), row(1), row(2)], batch_id="step-7", stop_after=3)
+    await settle(manager)
+    fake.finish(1)
+    await settle(manager)
+    seen = await asyncio.wait_for(anext(manager.follow("step-7")), 1)
+    await manager.close()  # the running two are interrupted, not finished
+
+    again = FakeRollout()
+    manager = journaled(again, path)
+    await manager.start()
+    assert (await asyncio.wait_for(anext(manager.follow("step-7")), 1)) == seen  # the same line at offset 0
+    await settle(manager)
+    assert sorted(call[0]["task_id"] for call in again.calls) == ["t0", "t2"]  # only the unfinished ran again
+    again.finish(0)
+    again.finish(1)
+    await settle(manager)
+    records = await collect(manager, "step-7")
+    assert [r["job_id"] for r in records][0] == batch.job_ids[1] and len(records) == 3
+    rerun = records[1]
+    assert rerun["attempts"] == 2 and [f["type"] for f in rerun["attempt_failures"]] == ["agent_restarted"]
+    assert (await manager.batch("step-7")).stop_after == 3
+    # resubmitting the batch after the restart stays idempotent
+    assert not (await submit(manager, [row(0), row(1), row(2)], batch_id="step-7")).created
+    await manager.close()
+
+
+async def test_jobs_running_at_a_restart_can_end_as_agent_restarted_instead(tmp_path):
+    path = tmp_path / "agent.sqlite"
+    manager = journaled(FakeRollout(), path)
+    await manager.start()
+    await submit(manager, [row(0)], batch_id="b")
+    await settle(manager)
+    await manager.close()
+    fake = FakeRollout()
+    manager = journaled(fake, path, on_restart="fail")
+    await manager.start()
+    (record,) = await asyncio.wait_for(collect(manager, "b"), 2)
+    assert record["failure"]["type"] == "agent_restarted" and record["reward"] == 0.0 and not fake.calls
+    await manager.close()
+
+
+async def test_acknowledged_batches_are_forgotten_in_the_journal_too(tmp_path):
+    path = tmp_path / "agent.sqlite"
+    fake = FakeRollout()
+    manager = journaled(fake, path)
+    await manager.start()
+    batch = await submit(manager, [row(0), row(1)])
+    with pytest.raises(JobError) as exc:
+        await manager.acknowledge(batch.batch_id)
+    assert exc.value.status == 409
+    await settle(manager)
+    fake.finish(0)
+    fake.finish(1)
+    await settle(manager)
+    assert (await manager.acknowledge(batch.batch_id)).finished == 2
+    await settle(manager)
+    with pytest.raises(JobError):
+        await manager.job(batch.job_ids[0])
+    assert (await manager.status()).journal["bytes"] > 0
+    await manager.close()
+    manager = journaled(FakeRollout(), path)
+    await manager.start()
+    with pytest.raises(JobError):
+        await manager.batch(batch.batch_id)  # gone after the restart too
+    await manager.close()
+
+
+async def test_one_agent_per_journal(tmp_path):
+    first = journaled(FakeRollout(), tmp_path / "agent.sqlite")
+    await first.start()
+    with pytest.raises(JournalInUse):
+        await journaled(FakeRollout(), tmp_path / "agent.sqlite").start()
+    await first.close()

@@ -114,3 +114,25 @@ def test_several_boxed_answers_are_none_or_the_last_as_configured(client, last_b
         server.post("/seed_session", json=row)
         result = verify(server, row, text)
         assert (result["reward"], result["answer_problem"], result["failure"]) == (reward, problem, None)
+
+
+def test_metrics_count_sandboxes_kernels_tool_calls_and_verifies(client):
+    def value(text: str, sample: str) -> float:
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(sample))
+
+    before = client.get("/metrics").text
+    row = EXAMPLE[0]
+    client.post("/seed_session", json=row)
+    client.post("/python", json={"code": "1 + 1"})
+    client.post("/bash", json={"command": "true"})
+    verify(client, row, f"\\boxed{{{row['expected_answer']}}}")
+    after = client.get("/metrics").text
+    for sample, grown in [
+        ("prorl_sandbox_starts_total", 1),
+        ("prorl_kernel_starts_total", 1),
+        ('prorl_tool_call_seconds_count{outcome="ok",tool="python"}', 1),
+        ('prorl_tool_call_seconds_count{outcome="ok",tool="bash"}', 1),
+        ('prorl_verify_seconds_count{outcome="ok"}', 1),
+    ]:
+        assert value(after, sample) - value(before, sample) == grown, sample
+    assert value(after, "prorl_sandboxes_live") == 0

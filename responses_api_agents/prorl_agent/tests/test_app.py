@@ -12,7 +12,9 @@ from responses_api_agents.prorl_agent.tests.fakes import FakeClient, FakeRespons
 ROW = {"responses_create_params": {"input": [{"role": "user", "content": "q"}]}, "expected_answer": "1"}
 
 
-def agent_client(fake: FakeClient, **config) -> TestClient:
+def build_agent(fake: FakeClient, **config) -> ProRLAgent:
+    """The agent with its peers (resources server 'env', model server 'model') played by `fake`."""
+    config = {"retry": {"max_attempts": 3, "backoff_s": 0.0}} | config
     agent = build_server(
         ProRLAgent,
         "agent",
@@ -21,7 +23,12 @@ def agent_client(fake: FakeClient, **config) -> TestClient:
         model_server={"type": "responses_api_models", "name": "model"},
         **config,
     )
-    return TestClient(agent.setup_webserver())
+    agent._pipeline.peers.client = fake
+    return agent
+
+
+def agent_client(fake: FakeClient, **config) -> TestClient:
+    return TestClient(build_agent(fake, **config).setup_webserver())
 
 
 def released(fake: FakeClient) -> bool:
@@ -54,23 +61,45 @@ def test_a_good_rollout_goes_through_all_three_stages(fake):
     assert [t["name"] for t in first_model_call["tools"]] == ["bash", "python"]
 
 
-def test_init_failure_is_typed_and_releases(fake):
+def test_init_failure_is_typed_and_releases_after_every_attempt(fake):
     fake.route("env", "/seed_session", lambda body: FakeResponse(503, {"error": {"type": "sandbox_error"}}))
     record = agent_client(fake).post("/run", json=ROW).json()
     assert record["failure"]["stage"] == "init" and record["failure"]["type"] == "init_error"
+    assert record["failure"]["infra"] and record["attempts"] == 3 and len(record["attempt_failures"]) == 2
     assert record["_ng_failure_class"] == "init_error" and record["reward"] == 0.0
-    assert released(fake)
+    assert sum(path == "/release" for _, path, _, _ in fake.calls) == 3
 
 
-def test_policy_failure_is_typed_and_releases(fake):
+def test_an_infrastructure_failure_runs_the_rollout_again_from_a_fresh_init(fake):
+    seeds = iter([FakeResponse(503, {"error": {"type": "sandbox_error"}})])
+    default = fake._routes[("env", "/seed_session")]
+    fake.route("env", "/seed_session", lambda body: next(seeds, None) or default(body))
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["reward"] == 1.0 and record["failure"] is None and record["attempts"] == 2
+    assert [f["type"] for f in record["attempt_failures"]] == ["init_error"]
+    assert sum(path == "/seed_session" for _, path, _, _ in fake.calls) == 2
+
+
+def test_a_bad_row_is_a_task_failure_and_never_retried(fake):
+    fake.route("env", "/seed_session", lambda body: FakeResponse(422, {"detail": "expected_answer missing"}))
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["failure"]["type"] == "init_error" and not record["failure"]["infra"] and record["attempts"] == 1
+
+
+def test_a_policy_gone_before_answering_is_retried_but_not_after_partial_output(fake):
     fake.route("model", "/v1/responses", lambda body: FakeResponse(502, {"error": "down"}))
     record = agent_client(fake).post("/run", json=ROW).json()
     assert record["failure"]["type"] == "policy_error" and record["failure"]["stage"] == "run"
-    assert released(fake)
+    assert record["failure"]["infra"] and record["attempts"] == 3 and released(fake)
+    turns = iter([model_turns(("calls", [("bash", '{"command": "ls"}')]))])
+    fake.route("model", "/v1/responses", lambda body: next(turns, lambda _: FakeResponse(502, {"e": 1}))(body))
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["failure"]["type"] == "policy_error" and not record["failure"]["infra"]
+    assert record["attempts"] == 1 and record["num_turns"] == 2  # a partial trajectory: the task's outcome
 
 
 def test_eval_error_reported_by_the_verifier_marks_the_rollout(fake):
-    failure = {"stage": "eval", "type": "eval_error", "message": "checker crashed"}
+    failure = {"stage": "eval", "type": "eval_error", "message": "checker crashed", "infra": False}
     fake.route("env", "/verify", lambda body: body | {"reward": 0.0, "failure": failure})
     record = agent_client(fake).post("/run", json=ROW).json()
     assert record["failure"] == failure and record["_ng_failure_class"] == "eval_error"
@@ -88,7 +117,8 @@ def test_run_stage_timeout_is_typed_and_releases(fake):
 
     fake.route("model", "/v1/responses", slow)
     record = agent_client(fake, run_timeout_s=0.2).post("/run", json=ROW).json()
-    assert record["failure"] == {"stage": "run", "type": "timeout", "message": "run exceeded 0.2s"}
+    assert record["failure"] == {"stage": "run", "type": "timeout", "message": "run exceeded 0.2s", "infra": False}
+    assert record["attempts"] == 1  # the rollout's own time: not retried
     assert released(fake)
 
 
@@ -103,15 +133,7 @@ def test_coupled_pipeline_gives_each_rollout_one_slot_for_all_stages(fake):
         return body | {"reward": 1.0, "failure": None}
 
     fake.route("env", "/verify", slow_verify)
-    agent = build_server(
-        ProRLAgent,
-        "agent",
-        server_client=fake,
-        pipeline="coupled",
-        max_run_workers=1,
-        resources_server={"type": "resources_servers", "name": "env"},
-        model_server={"type": "responses_api_models", "name": "model"},
-    )
+    agent = build_agent(fake, pipeline="coupled", max_run_workers=1)
 
     async def two():
         return await asyncio.gather(agent.rollout(ROW), agent.rollout(ROW))
@@ -124,13 +146,7 @@ def test_coupled_pipeline_gives_each_rollout_one_slot_for_all_stages(fake):
 
 
 def test_a_malformed_row_is_an_init_error(fake):
-    agent = build_server(
-        ProRLAgent,
-        "agent",
-        server_client=fake,
-        resources_server={"type": "resources_servers", "name": "env"},
-        model_server={"type": "responses_api_models", "name": "model"},
-    )
+    agent = build_agent(fake)
     record = asyncio.run(agent.rollout({"no": "params"}))
     assert record.failure.type == "init_error" and "malformed row" in record.failure.message
 
@@ -149,13 +165,7 @@ def test_a_cancel_during_init_waits_for_the_sandbox_then_releases_it(fake):
         return FakeResponse(200, {"sandbox_id": "sb"}, cookies={"session": "s1"})
 
     fake.route("env", "/seed_session", slow_seed)
-    agent = build_server(
-        ProRLAgent,
-        "agent",
-        server_client=fake,
-        resources_server={"type": "resources_servers", "name": "env"},
-        model_server={"type": "responses_api_models", "name": "model"},
-    )
+    agent = build_agent(fake)
 
     async def cancel_mid_init():
         task = asyncio.create_task(agent.rollout(ROW))

@@ -107,10 +107,10 @@ async def test_garbage_from_the_policy_is_a_policy_error(client):
     assert info.value.failure.type == FailureType.POLICY_ERROR
 
 
-async def test_a_broken_sandbox_is_a_tool_error():
+async def test_a_broken_sandbox_is_a_lost_sandbox():
     client = FakeClient.create()
     resources(client, tool_status=503)
     client.route("model", "/v1/responses", model_turns(("calls", [("bash", '{"command": "ls"}')])))
     with pytest.raises(RolloutFailure) as info:
         await make_loop(client).run()
-    assert info.value.failure.type == FailureType.TOOL_ERROR
+    assert info.value.failure.type == FailureType.SANDBOX_LOST and info.value.failure.infra

@@ -1,0 +1,259 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""The job service's journal: batches, jobs and results on disk (SQLite, WAL), so that an agent
+killed and started again serves every finished result again, with the same offsets.
+
+What is written, and when (JobManager decides; this module only stores):
+  a batch and its jobs (with their rows)   before the submission is answered
+  a job's record and its place in each     before any stream sees the record, in one transaction,
+  batch's stream (its offset)              so an offset once delivered never changes
+  a batch forgotten (acknowledged or       batch, results, and jobs no other batch holds
+  expired), then space given back          (incremental vacuum, WAL checkpoint)
+
+Durability: WAL with synchronous=NORMAL survives the process being killed (not a power cut).
+Every call runs on one thread of its own, in order: the event loop never blocks on the disk,
+and writes keep their order. One agent per journal file (an advisory lock says which).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import sqlite3
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from prorl_gym.errors import ProrlError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS batches (
+    id TEXT PRIMARY KEY, job_ids TEXT NOT NULL, stop_after INTEGER, created REAL NOT NULL, finished REAL
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, row TEXT, status TEXT NOT NULL,
+    runs INTEGER NOT NULL DEFAULT 1, record TEXT
+);
+CREATE TABLE IF NOT EXISTS results (
+    batch_id TEXT NOT NULL, seq INTEGER NOT NULL, job_id TEXT NOT NULL, status TEXT NOT NULL,
+    PRIMARY KEY (batch_id, seq)
+);
+"""
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class JournalConfig(BaseModel):
+    """The agent's `journal:` config block."""
+
+    persist: bool = True  # false: in memory only (a restart forgets every job)
+    # <dir>/<agent name>.sqlite; default $PRORL_JOURNAL_DIR, else results/journal/ in the checkout
+    dir: str | None = None
+    on_restart: Literal["rerun", "fail"] = "rerun"  # jobs running when the agent died: again, or agent_restarted
+
+    def path(self, agent: str) -> Path | None:
+        if not self.persist:
+            return None
+        directory = self.dir or os.environ.get("PRORL_JOURNAL_DIR") or REPO_ROOT / "results" / "journal"
+        return Path(directory) / f"{agent}.sqlite"
+
+
+class JournalInUse(ProrlError):
+    pass
+
+
+@dataclass
+class StoredBatch:
+    id: str
+    job_ids: list[str]
+    stop_after: int | None
+    finished: float | None  # wall clock
+    results: list[tuple[str, str]]  # (job id, status) in stream order
+
+
+@dataclass
+class StoredJob:
+    id: str
+    fingerprint: str
+    row: dict | None  # kept until the job finishes
+    status: str
+    runs: int  # how many times it was started (an agent restart starts it again)
+
+
+class Journal:
+    """path None: in memory (nothing survives the process; the same code path otherwise)."""
+
+    def __init__(self, path: str | Path | None):
+        self.path = Path(path) if path else None
+        self._db: sqlite3.Connection | None = None
+        self._lock_fd = -1
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
+
+    async def _call(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self) -> tuple[list[StoredBatch], list[StoredJob]]:
+        """Open (creating it if new) and read back what it holds."""
+        return await self._call(self._open)
+
+    def _open(self) -> tuple[list[StoredBatch], list[StoredJob]]:
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
+                raise JournalInUse(f"the journal {self.path} is in use by another agent") from None
+        db = sqlite3.connect(str(self.path) if self.path else ":memory:", check_same_thread=False)
+        db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes on a new file: before any table
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.executescript(SCHEMA)
+        self._db = db
+        results: dict[str, list[tuple[str, str]]] = {}
+        for batch_id, job_id, status in db.execute(
+            "SELECT batch_id, job_id, status FROM results ORDER BY batch_id, seq"
+        ):
+            results.setdefault(batch_id, []).append((job_id, status))
+        batches = [
+            StoredBatch(bid, json.loads(ids), stop_after, finished, results.get(bid, []))
+            for bid, ids, stop_after, finished in db.execute(
+                "SELECT id, job_ids, stop_after, finished FROM batches ORDER BY created"
+            )
+        ]
+        jobs = [
+            StoredJob(jid, fingerprint, json.loads(row) if row else None, status, runs)
+            for jid, fingerprint, row, status, runs in db.execute(
+                "SELECT id, fingerprint, row, status, runs FROM jobs"
+            )
+        ]
+        return batches, jobs
+
+    async def close(self) -> None:
+        await self._call(self._close)
+        self._thread.shutdown(wait=True)
+
+    def _close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    # ------------------------------------------------------------------ writes
+
+    async def add_batch(
+        self, batch_id: str, job_ids: list[str], stop_after: int | None, new_jobs: list[tuple[str, str, dict]]
+    ) -> None:
+        """The batch and its new jobs (id, fingerprint, row), in one transaction."""
+        rows = [(jid, fp, json.dumps(row)) for jid, fp, row in new_jobs]
+        await self._call(self._add_batch, batch_id, json.dumps(job_ids), stop_after, rows)
+
+    def _add_batch(self, batch_id: str, job_ids: str, stop_after: int | None, rows: list) -> None:
+        with self._db:
+            self._db.execute(
+                "INSERT INTO batches (id, job_ids, stop_after, created) VALUES (?, ?, ?, ?)",
+                (batch_id, job_ids, stop_after, time.time()),
+            )
+            self._db.executemany("INSERT INTO jobs (id, fingerprint, row, status) VALUES (?, ?, ?, 'running')", rows)
+
+    async def set_stop_after(self, batch_id: str, k: int) -> None:
+        await self._call(self._write, "UPDATE batches SET stop_after = ? WHERE id = ?", (k, batch_id))
+
+    async def restarted(self, job_ids: list[str]) -> None:
+        """These jobs are started again (after an agent restart)."""
+        await self._call(self._write_many, "UPDATE jobs SET runs = runs + 1 WHERE id = ?", [(j,) for j in job_ids])
+
+    async def finish_job(self, job_id: str, status: str, record: str, placements: list[tuple[str, int, bool]]) -> None:
+        """The job's record (JSON) and its place in each batch: (batch id, offset, batch now done)."""
+        await self._call(self._finish_job, job_id, status, record, placements)
+
+    def _finish_job(self, job_id: str, status: str, record: str, placements: list[tuple[str, int, bool]]) -> None:
+        with self._db:
+            self._db.execute(
+                "UPDATE jobs SET status = ?, record = ?, row = NULL WHERE id = ?", (status, record, job_id)
+            )
+            self._place(job_id, status, placements)
+
+    async def place_job(self, job_id: str, status: str, placements: list[tuple[str, int, bool]]) -> None:
+        """A finished job's stored record gets offsets in more batches (a resubmission of the same job)."""
+        await self._call(self._place_job, job_id, status, placements)
+
+    def _place_job(self, job_id: str, status: str, placements: list[tuple[str, int, bool]]) -> None:
+        with self._db:
+            self._place(job_id, status, placements)
+
+    def _place(self, job_id: str, status: str, placements: list[tuple[str, int, bool]]) -> None:
+        now = time.time()
+        for batch_id, seq, done in placements:
+            self._db.execute(
+                "INSERT INTO results (batch_id, seq, job_id, status) VALUES (?, ?, ?, ?)",
+                (batch_id, seq, job_id, status),
+            )
+            if done:
+                self._db.execute("UPDATE batches SET finished = ? WHERE id = ?", (now, batch_id))
+
+    async def forget_batches(self, batch_ids: list[str], job_ids: list[str]) -> None:
+        """Drop finished batches and the jobs no remaining batch holds, then give the space back."""
+        await self._call(self._forget, batch_ids, job_ids)
+
+    def _forget(self, batch_ids: list[str], job_ids: list[str]) -> None:
+        with self._db:
+            self._db.executemany("DELETE FROM batches WHERE id = ?", [(b,) for b in batch_ids])
+            self._db.executemany("DELETE FROM results WHERE batch_id = ?", [(b,) for b in batch_ids])
+            self._db.executemany("DELETE FROM jobs WHERE id = ?", [(j,) for j in job_ids])
+        self._db.execute("PRAGMA incremental_vacuum")
+        if self.path is not None:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _write(self, sql: str, params: tuple) -> None:
+        with self._db:
+            self._db.execute(sql, params)
+
+    def _write_many(self, sql: str, params: list[tuple]) -> None:
+        with self._db:
+            self._db.executemany(sql, params)
+
+    # ------------------------------------------------------------------ reads
+
+    async def records(self, job_ids: list[str]) -> dict[str, str]:
+        """job id -> its record (JSON text), for those finished."""
+        return await self._call(self._records, job_ids)
+
+    def _records(self, job_ids: list[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for start in range(0, len(job_ids), 500):
+            chunk = job_ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT id, record FROM jobs WHERE record IS NOT NULL AND id IN ({marks})"
+            found.update(self._db.execute(sql, chunk).fetchall())
+        return found
+
+    async def row(self, job_id: str) -> dict | None:
+        return await self._call(self._row, job_id)
+
+    def _row(self, job_id: str) -> dict | None:
+        found = self._db.execute("SELECT row FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return json.loads(found[0]) if found and found[0] else None
+
+    def size_on_disk(self) -> int:
+        """Bytes of the database and its write-ahead log (two stat calls)."""
+        if self.path is None:
+            return 0
+        return sum(os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
+
+    async def stats(self) -> dict[str, Any]:
+        size = await asyncio.to_thread(self.size_on_disk)
+        return {"path": str(self.path) if self.path else None, "bytes": size}

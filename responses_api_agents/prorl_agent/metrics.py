@@ -1,0 +1,49 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""The agent's Prometheus metrics (GET /metrics): stage times and queue waits, rollouts and their
+attempts by outcome, the job service's load and journal size."""
+
+from __future__ import annotations
+
+from prorl_gym.metrics import ServerMetrics
+from prorl_gym.pipeline.failures import Stage
+from prorl_gym.pipeline.jobs import JobManager
+from prorl_gym.pipeline.records import RolloutRecord
+
+
+def outcome(record: RolloutRecord) -> str:
+    return "ok" if record.failure is None else record.failure.type.value
+
+
+class AgentMetrics(ServerMetrics):
+    def __init__(self, jobs: JobManager):
+        super().__init__()
+        self.stage = self.histogram("prorl_stage_duration_seconds", "Time in a stage's worker slot", ("stage",))
+        self.queue = self.histogram("prorl_stage_queue_seconds", "Wait for a stage's worker slot", ("stage",))
+        self.rollout = self.histogram("prorl_rollout_duration_seconds", "Whole rollouts, attempts included")
+        self.attempts = self.counter(
+            "prorl_rollout_attempts_total", "Runs of the pipeline by outcome: ok, or the failure type", ("outcome",)
+        )
+        self.rollouts = self.counter(
+            "prorl_rollouts_total", "Finished rollouts by outcome: ok, or the failure type", ("outcome",)
+        )
+        self.retried = self.counter("prorl_rollouts_retried_total", "Rollouts run more than once")
+        jobs_active = self.gauge("prorl_jobs_active", "Jobs accepted and not finished")
+        jobs_active.set_function(lambda: jobs.active)
+        journal = self.gauge("prorl_journal_bytes", "Size of the job journal on disk")
+        journal.set_function(jobs.journal.size_on_disk)
+
+    def attempt(self, record: RolloutRecord) -> None:
+        """One run of the pipeline (the Pipeline's on_attempt hook)."""
+        self.attempts.labels(outcome(record)).inc()
+        for stage in Stage:
+            if (seconds := record.timings.get(f"{stage}_s")) is not None:
+                self.stage.labels(stage.value).observe(seconds)
+            if (waited := record.timings.get(f"{stage}_queue_s")) is not None:
+                self.queue.labels(stage.value).observe(waited)
+
+    def finished(self, record: RolloutRecord) -> None:
+        self.rollouts.labels(outcome(record)).inc()
+        self.rollout.observe(record.timings.get("total_s", 0.0))
+        if record.attempts > 1:
+            self.retried.inc()

@@ -1,0 +1,253 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""One rollout = INIT -> RUN -> EVAL, each stage in its own worker pool; infrastructure failures retried.
+
+    INIT  resources server /seed_session: sandbox created, task staged (+ its tool list)
+    RUN   the multi-turn loop (loop.py): policy via the model server <-> tool routes
+    EVAL  resources server /verify: reward; the sandbox is closed there
+
+Whatever happens, the result is a RolloutRecord and the sandbox is released. A failure the
+infrastructure caused (`Failure.infra`: a sandbox that would not start or was lost, a server
+that died, a policy endpoint gone before it answered, the verifier machinery) runs the whole
+rollout again, from a fresh INIT, up to `retry.max_attempts`; the record carries `attempts`
+and each earlier attempt's failure. Peers are called through PeerClient: a dead server is an
+error at once, not after the tool timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import nullcontext, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+from nemo_gym.base_resources_server import BaseRunRequest
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from prorl_gym.pipeline.failures import Failure, FailureType, RolloutFailure, Stage
+from prorl_gym.pipeline.records import NG_FAILURE_CLASS_KEY, RolloutRecord
+from prorl_gym.pipeline.stages import StagePool
+from prorl_gym.pipeline.tokens import token_ids_contiguous
+from prorl_gym.resources.protocol import ToolsResponse
+from responses_api_agents.prorl_agent.loop import AgentLoop, Limits
+
+log = logging.getLogger(__name__)
+
+
+class RunRequest(BaseRunRequest):
+    model_config = ConfigDict(extra="allow")
+
+
+class RetryPolicy(BaseModel):
+    max_attempts: int = Field(3, ge=1)  # 1: never run a rollout again
+    backoff_s: float = Field(1.0, ge=0)  # before attempt n (n >= 2): backoff_s * 2 ** (n - 2)
+
+
+@dataclass
+class Peers:
+    """Who a rollout talks to, and how (a PeerClient, or a stand-in in tests)."""
+
+    client: Any  # .post / .get(server_name, url_path, json=, cookies=) -> response with .status/.read()/.cookies
+    resources_server: str
+    model_server: str
+
+
+@dataclass
+class _Attempt:
+    """One run of the pipeline for a row: its state, kept for the record."""
+
+    cookies: dict
+    timings: dict[str, float] = field(default_factory=dict)
+    loop: AgentLoop | None = None
+    verified: dict | None = None
+    host: str | None = None
+
+
+class Pipeline:
+    def __init__(
+        self,
+        peers: Peers,
+        pools: dict[Stage, StagePool],
+        limits: Limits,
+        retry: RetryPolicy,
+        release_timeout_s: float,
+        coupled: asyncio.Semaphore | None = None,
+    ):
+        self.peers, self.pools, self.limits, self.retry = peers, pools, limits, retry
+        self.release_timeout_s = release_timeout_s
+        self._coupled = coupled  # one slot per rollout for all stages: the benchmark baseline
+        self._tools: ToolsResponse | None = None
+        self.on_attempt: Callable[[RolloutRecord], None] | None = None  # metrics hook
+
+    async def rollout(self, row: dict, cookies: dict | None = None) -> RolloutRecord:
+        """One rollout through INIT -> RUN -> EVAL, attempts included; the record, whatever happened."""
+        started = time.perf_counter()
+        earlier: list[Failure] = []
+        async with self._coupled or nullcontext():
+            queued = {"coupled_queue_s": time.perf_counter() - started} if self._coupled else {}
+            for attempt in range(1, self.retry.max_attempts + 1):
+                record = await self._attempt(row, _Attempt(dict(cookies or {}), dict(queued)), started)
+                if self.on_attempt is not None:
+                    self.on_attempt(record)
+                failure = record.failure
+                if failure is None or not failure.infra or attempt == self.retry.max_attempts:
+                    break
+                earlier.append(failure)
+                log.warning("attempt %d failed (%s, infrastructure): running the rollout again", attempt, failure.type)
+                await asyncio.sleep(self.retry.backoff_s * 2 ** (attempt - 1))
+        return record.model_copy(update={"attempts": attempt, "attempt_failures": earlier})
+
+    async def _attempt(self, row: dict, a: _Attempt, started: float) -> RolloutRecord:
+        stage, failure = Stage.INIT, None
+        try:
+            params = RunRequest.model_validate(row).responses_create_params
+            tools = await self.pools[Stage.INIT].run(lambda: self._init(row, a), a.timings)
+            stage = Stage.RUN
+            a.loop = self.new_loop(params, tools, a.cookies)
+            stop_reason = await self.pools[Stage.RUN].run(a.loop.run, a.timings)
+            stage = Stage.EVAL
+            a.verified = await self.pools[Stage.EVAL].run(lambda: self._eval(row, a, stop_reason), a.timings)
+        except RolloutFailure as exc:
+            failure = exc.failure
+        except ValidationError as exc:  # a row without usable responses_create_params
+            failure = Failure(stage=Stage.INIT, type=FailureType.INIT_ERROR, message=f"malformed row: {exc}")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("agent error in %s", stage)
+            message = f"{exc!r}\n{traceback.format_exc()[-1500:]}"
+            failure = Failure(stage=stage, type=FailureType.AGENT_ERROR, message=message)
+        finally:
+            if a.verified is None:  # /verify closes the sandbox; on any other path release it here
+                await asyncio.shield(self._release(a.cookies))
+        a.timings["total_s"] = time.perf_counter() - started
+        return self._record(row, a, failure)
+
+    # ------------------------------------------------------------------ INIT
+
+    async def _init(self, row: dict, a: _Attempt) -> ToolsResponse:
+        seeding = asyncio.ensure_future(self._seed(row, a))
+        try:
+            await asyncio.shield(seeding)
+        except asyncio.CancelledError:
+            # The server may be starting this rollout's sandbox: wait for its session cookie,
+            # so that the release that follows finds the sandbox instead of leaking it.
+            with suppress(Exception):
+                await asyncio.wait_for(seeding, self.release_timeout_s)
+            raise
+        return await self.tool_list()
+
+    async def _seed(self, row: dict, a: _Attempt) -> None:
+        status, payload = await self._call(Stage.INIT, FailureType.INIT_ERROR, "/seed_session", row, a.cookies)
+        if status != 200:
+            # 503: the sandbox could not start (infrastructure); 4xx: the row; 500: staging the task failed
+            message = f"seed_session returned {status}: {payload[:1500]!r}"
+            raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, message, infra=status == 503)
+        a.host = json.loads(payload).get("host")
+
+    async def tool_list(self) -> ToolsResponse:
+        if self._tools is None:  # the resources server is the one home of its tool definitions
+            status, payload = await self._call(Stage.INIT, FailureType.INIT_ERROR, "/tools", None, {}, method="get")
+            if status != 200:
+                raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, f"/tools returned {status}", infra=True)
+            self._tools = ToolsResponse.model_validate_json(payload)
+        return self._tools
+
+    # ------------------------------------------------------------------ RUN
+
+    def new_loop(self, params: NeMoGymResponseCreateParamsNonStreaming, tools: ToolsResponse, cookies: dict):
+        if not params.tools:  # a row may bring its own tools; otherwise the server's
+            params = params.model_copy(update={"tools": tools.tools})
+        return AgentLoop(
+            client=self.peers.client,
+            model_server=self.peers.model_server,
+            resources_server=self.peers.resources_server,
+            params=params,
+            limits=self.limits,
+            resources_cookies=cookies,
+            finish_tools=frozenset(tools.ends_rollout),
+        )
+
+    # ------------------------------------------------------------------ EVAL
+
+    async def _eval(self, row: dict, a: _Attempt, stop_reason: str) -> dict:
+        request = row | {"response": transcript(a.loop).model_dump(), "stop_reason": stop_reason}
+        status, payload = await self._call(Stage.EVAL, FailureType.EVAL_ERROR, "/verify", request, a.cookies)
+        if status != 200:
+            message = f"verify returned {status}: {payload[:1500]!r}"
+            raise RolloutFailure(Stage.EVAL, FailureType.EVAL_ERROR, message, infra=True)
+        return json.loads(payload)
+
+    # ------------------------------------------------------------------ the resources server
+
+    async def _call(
+        self, stage: Stage, kind: FailureType, path: str, body: Any, cookies: dict, method: str = "post"
+    ) -> tuple[int, bytes]:
+        """A call to the resources server; its session cookies are kept; unreachable is an infra failure."""
+        try:
+            send = getattr(self.peers.client, method)
+            kwargs = {"cookies": cookies} if method == "get" else {"json": body, "cookies": cookies}
+            response = await send(server_name=self.peers.resources_server, url_path=path, **kwargs)
+            payload = await response.read()
+        except aiohttp.ClientError as exc:
+            raise RolloutFailure(stage, kind, f"the resources server is unreachable: {exc!r}", infra=True) from exc
+        cookies.update({name: morsel.value for name, morsel in response.cookies.items()})
+        return response.status, payload
+
+    async def _release(self, cookies: dict) -> None:
+        try:
+            async with asyncio.timeout(self.release_timeout_s):
+                await self._call(Stage.EVAL, FailureType.EVAL_ERROR, "/release", {}, cookies)
+        except Exception:
+            log.warning("could not release the sandbox; the resources server will expire it", exc_info=True)
+
+    # ------------------------------------------------------------------ the record
+
+    def _record(self, row: dict, a: _Attempt, failure: Failure | None) -> RolloutRecord:
+        """The verify response (or the row and transcript, without one) and our own fields."""
+        loop = a.loop
+        fields = a.verified if a.verified is not None else row | {"response": transcript(loop).model_dump()}
+        failure = failure or (Failure.model_validate(fields["failure"]) if fields.get("failure") else None)
+        stats = loop.stats if loop else None
+        if stats:
+            a.timings |= {"policy_s": stats.policy_s, "tools_s": stats.tools_s, "tool_exec_s": stats.tool_exec_s}
+        return RolloutRecord.model_validate(
+            fields
+            | {
+                "reward": 0.0 if failure or a.verified is None else fields["reward"],
+                "failure": failure,
+                NG_FAILURE_CLASS_KEY: failure.type.value if failure else None,
+                "stop_reason": fields.get("stop_reason"),
+                "timings": a.timings,
+                "num_turns": stats.turns if stats else 0,
+                "num_tool_calls": stats.tool_calls if stats else 0,
+                "malformed_tool_calls": stats.malformed_tool_calls if stats else 0,
+                "token_ids_contiguous": token_ids_contiguous(fields["response"].get("output", [])),
+                "host": a.host,
+            }
+        )
+
+
+def transcript(loop: AgentLoop | None) -> NeMoGymResponse:
+    """The whole rollout as one response: every turn's output items, usage summed."""
+    base = loop.last_response if loop and loop.last_response else None
+    if base is None:
+        return NeMoGymResponse(
+            id="resp_none",
+            created_at=int(time.time()),
+            model="",
+            object="response",
+            output=list(loop.outputs) if loop else [],
+            parallel_tool_calls=False,
+            tool_choice="auto",
+            tools=[],
+        )
+    usage = base.usage.model_copy(update={"output_tokens": loop.stats.output_tokens}) if base.usage else None
+    return base.model_copy(update={"output": list(loop.outputs), "usage": usage})
