@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote
@@ -203,21 +204,33 @@ class ProRLClient:
         )
         return await self._call("POST", "/jobs", Batch, request.model_dump(exclude_none=True))
 
-    async def stream(self, batch_id: str, *, after: int = 0, reconnects: int = 3) -> AsyncIterator[RolloutRecord]:
-        """The batch's records as they finish (completion order), until all have; resumes after a dropped connection."""
-        seen, failures = after, 0
+    async def stream(
+        self, batch_id: str, *, after: int = 0, reconnect_s: float = 120.0
+    ) -> AsyncIterator[RolloutRecord]:
+        """The batch's records as they finish (completion order), until all have. A dropped stream (the
+        agent restarting, a network blip) is resumed where it stopped, for up to `reconnect_s` without
+        progress: offsets survive an agent restart, so nothing is skipped or seen twice."""
+        seen, retry_until, delay = after, None, 0.25
+        path = f"/batches/{quote(batch_id, safe='')}/results"
         while True:
             try:
-                async for record in self._lines(f"/batches/{quote(batch_id, safe='')}/results", seen):
+                async for record in self._lines(path, seen):
                     seen += 1
-                    failures = 0
+                    retry_until, delay = None, 0.25
                     yield record
-                return
-            except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionError):
-                failures += 1
-                if failures > reconnects:
+                if (await self.progress(batch_id)).done:
+                    return
+                # the stream ended before the batch: the agent is shutting down; resume after its restart
+            except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError):
+                pass
+            except JobAPIError as exc:
+                if not exc.retryable:
                     raise
-                await asyncio.sleep(0.5 * failures)
+            retry_until = retry_until or time.monotonic() + reconnect_s
+            if time.monotonic() > retry_until:
+                raise JobAPIError(503, f"the stream of batch {batch_id} could not be resumed within {reconnect_s}s")
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     async def _lines(self, path: str, after: int) -> AsyncIterator[RolloutRecord]:
         async with self._session.get(

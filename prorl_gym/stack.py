@@ -102,6 +102,11 @@ class Stack:
         self._procs.append(proc)
         return proc
 
+    @property
+    def session(self) -> int:
+        """The process session of ng_run and every server it started (ng_run's pid)."""
+        return self._procs[-1].pid
+
     def environment(self) -> dict[str, str]:
         """Of the processes it starts: its own job journal (under its logs) unless one is chosen."""
         journal = os.environ.get("PRORL_JOURNAL_DIR") or str(self.log_dir / "journal")

@@ -63,7 +63,11 @@ class Supervisor:
         quick_deaths, delay = 0, 0.5
         while True:
             started = time.monotonic()
-            self.child = subprocess.Popen(self.argv, env=os.environ | {CHILD_VAR: "1"}, preexec_fn=_end_with_parent)
+            # Its own process group: a Ctrl-C or killpg meant for the stack reaches it once, through us
+            # (a second SIGINT would make uvicorn skip its shutdown, and the sandboxes' release).
+            self.child = subprocess.Popen(
+                self.argv, env=os.environ | {CHILD_VAR: "1"}, preexec_fn=_end_with_parent, process_group=0
+            )
             log.info("server started (pid %d)", self.child.pid)
             code = self._wait()
             if self.stopping:

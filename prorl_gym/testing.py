@@ -4,13 +4,17 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.server_utils import ServerClient
 from omegaconf import OmegaConf
+
+from prorl_gym.supervise import CHILD_VAR
 
 
 def offline_server_client() -> ServerClient:
@@ -63,3 +67,21 @@ def transcript(final_text: str | None = None, tool_calls: list[tuple[str, str]] 
         "tool_choice": "auto",
         "tools": [],
     }
+
+
+def supervised_server(session: int, folder: str | Path) -> int:
+    """The pid of the server (the supervisor's child) running from `folder` in process session `session`
+    (a Stack's ng_run session), for tests that kill it."""
+    folder = str(Path(folder).resolve())
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getsid(int(entry.name)) != session or os.readlink(f"/proc/{entry.name}/cwd") != folder:
+                continue
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                if f"{CHILD_VAR}=1".encode() in f.read().split(b"\0"):
+                    return int(entry.name)
+        except OSError:
+            continue
+    raise LookupError(f"no supervised server from {folder} in session {session}")

@@ -22,9 +22,9 @@ from prorl_gym.runtime.files import SandboxFiles
 from prorl_gym.runtime.kernel import IPythonKernel, KernelError, PythonResult
 from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
 from prorl_gym.runtime.zygote import KernelZygote
-from prorl_gym.sandbox.backends.base import Placement, get_backend
+from prorl_gym.sandbox.backends.base import Placement, get_backend, private_dir_of
 from prorl_gym.sandbox.errors import SandboxClosedError, SandboxError, SandboxKernelError, SandboxStartError
-from prorl_gym.sandbox.leases import lease_for, remove_lease, write_lease
+from prorl_gym.sandbox.leases import Lease, lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
 
 BASH_ARGV = ["bash", "--noprofile", "--norc", "--noediting", "-i"]
@@ -181,28 +181,48 @@ async def create_sandbox(
 ) -> Sandbox:
     """Place and start a sandbox; on any failure nothing is left behind.
 
+    Its lease is written before anything of it exists (owner, private directory), and again with
+    its processes once placed: a server killed at any point leaves a lease its successor's reaper
+    finds, never an unaccounted directory or instance.
     zygote: forks the sandbox's Python kernel from a pre-imported interpreter (local backend)."""
     spec = spec or SandboxSpec()
     sandbox_id = sandbox_id or secrets.token_hex(6)
+    backend = get_backend(spec)
+    intent = Lease(
+        sandbox_id=sandbox_id,
+        backend=spec.backend.kind,
+        private_dir=str(private_dir_of(spec, sandbox_id)),
+        ttl_s=spec.lease_ttl_s,
+    )
+    await _write_lease(spec.root_dir, intent)
     try:
-        placement = await get_backend(spec).place(sandbox_id, spec)
-    except OSError as exc:  # backends raise SandboxStartError for what they foresee
-        raise SandboxStartError(f"sandbox {sandbox_id} could not be placed: {exc}") from exc
-    writing = None
+        placement = await backend.place(sandbox_id, spec)
+    except BaseException as exc:
+        await asyncio.shield(asyncio.to_thread(remove_lease, spec.root_dir, sandbox_id))
+        if isinstance(exc, OSError):  # backends raise SandboxStartError for what they foresee
+            raise SandboxStartError(f"sandbox {sandbox_id} could not be placed: {exc}") from exc
+        raise
     try:
-        lease = lease_for(sandbox_id, spec.backend.kind, placement, spec.lease_ttl_s)
-        writing = asyncio.ensure_future(asyncio.to_thread(write_lease, spec.root_dir, lease))
-        await asyncio.shield(writing)
+        await _write_lease(spec.root_dir, lease_for(sandbox_id, spec.backend.kind, placement, spec.lease_ttl_s))
     except BaseException:
-        await asyncio.shield(_abandon(placement, spec.root_dir, sandbox_id, writing))
+        await asyncio.shield(_abandon(placement, spec.root_dir, sandbox_id))
         raise
     return await Sandbox(spec, placement, zygote).start()  # closes (and drops the lease) on any failure
 
 
-async def _abandon(placement: Placement, root_dir: str, sandbox_id: str, writing: asyncio.Future | None) -> None:
-    """Undo a placement whose start was cancelled or failed, lease included: a cancelled
-    to_thread() write still runs to its end, so wait for it before removing the file."""
-    if writing is not None:
+async def _write_lease(root_dir: str, lease: Lease) -> None:
+    """Write the lease even if the caller is cancelled meanwhile (then re-raise): a cancelled
+    to_thread() write still runs to its end, and whoever undoes it must find it written."""
+    writing = asyncio.ensure_future(asyncio.to_thread(write_lease, root_dir, lease))
+    try:
+        await asyncio.shield(writing)
+    except asyncio.CancelledError:
         await asyncio.gather(writing, return_exceptions=True)
+        await asyncio.shield(asyncio.to_thread(remove_lease, root_dir, lease.sandbox_id))
+        raise
+
+
+async def _abandon(placement: Placement, root_dir: str, sandbox_id: str) -> None:
+    """Undo a placement whose start was cancelled or failed, lease included."""
     await placement.close()
     await asyncio.to_thread(remove_lease, root_dir, sandbox_id)

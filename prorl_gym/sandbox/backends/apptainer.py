@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from prorl_gym.sandbox.backends.base import private_dir_of
 from prorl_gym.sandbox.backends.bwrap import python_dirs
 from prorl_gym.sandbox.errors import SandboxStartError
 from prorl_gym.sandbox.limits import ulimit_command
@@ -330,7 +331,7 @@ class ApptainerBackend:
             raise ApptainerError(f"{spec.backend.binary!r} not found on PATH: {INSTALL_HINT}")
         if running_as_root():  # no user namespace then: the sandbox would be host root
             raise ApptainerError("refusing to run Apptainer sandboxes as root: run the server as an unprivileged user")
-        private_dir = Path(spec.root_dir) / sandbox_id
+        private_dir = private_dir_of(spec, sandbox_id)
         private_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(private_dir, 0o700)
         placement = ApptainerPlacement(sandbox_id, private_dir, spec, binary)
@@ -344,5 +345,7 @@ class ApptainerBackend:
     async def reap(self, lease: Lease) -> None:
         """A dead owner's instance, by the name in its lease (which carries that owner's id)."""
         binary = shutil.which("apptainer") or shutil.which("singularity")
-        if lease.instance and binary:
-            await _stop(lease.instance, binary)
+        # A lease written before the start has no instance yet; its name follows from the ids.
+        name = lease.instance or instance_name(lease.sandbox_id, lease.owner)
+        if binary:
+            await _stop(name, binary)

@@ -83,6 +83,12 @@ def backend_class(name: str) -> type[Backend]:
     return getattr(importlib.import_module(module), cls)
 
 
+def private_dir_of(spec: SandboxSpec, sandbox_id: str) -> Path:
+    """Every backend keeps a sandbox's host files in <root_dir>/<sandbox id> (the lease names it
+    before the backend creates it, so a reaper can remove what a killed server half made)."""
+    return Path(spec.root_dir) / sandbox_id
+
+
 def get_backend(spec_or_name: SandboxSpec | str) -> Backend:
     """The backend of a spec (or by name)."""
     name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.backend.kind

@@ -42,6 +42,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 from pathlib import Path
 
 from prorl_gym.runtime.fdwait import fd_event
@@ -71,6 +72,7 @@ ETC_FILES = (
     "services",
     "mime.types",
 )
+ETC_BUILD_PREFIX = ".etc-build-"  # a shared /etc being built (a killed server's is removed by the reaper)
 ETC_NETWORK_FILES = ("resolv.conf", "ssl", "ca-certificates", "gai.conf")
 
 
@@ -118,22 +120,31 @@ def sandbox_uid_for(spec: SandboxSpec) -> int:
     return spec.backend.host_uid if os.geteuid() == 0 and spec.backend.host_uid != 0 else os.getuid()
 
 
+_ETC_LOCK = threading.Lock()  # placements call shared_etc from threads: one build per process, not one each
+
+
 def shared_etc(spec: SandboxSpec) -> Path:
     """The read-only /etc of this root's sandboxes (see the module docstring)."""
-    return _shared_etc(spec.root_dir, sandbox_uid_for(spec), spec.workspace, spec.network)
+    with _ETC_LOCK:
+        return _shared_etc(spec.root_dir, sandbox_uid_for(spec), spec.workspace, spec.network)
 
 
 @functools.lru_cache(maxsize=16)
 def _shared_etc(root_dir: str, uid: int, workspace: str, network: bool) -> Path:
     """Built once per content (digest of the host files it copies, the uid, the network
-    switch) and per process; atomic, so servers sharing a root can race."""
+    switch) and per process; atomic, so servers sharing a root can race. Builds left half done by
+    a killed server (their pid is in the name) are removed first."""
+    for stale in Path(root_dir).glob(f"{ETC_BUILD_PREFIX}*"):
+        pid = stale.name.removeprefix(ETC_BUILD_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(stale, ignore_errors=True)
     names = [n for n in ETC_FILES + (ETC_NETWORK_FILES if network else ()) if os.path.lexists(f"/etc/{n}")]
     stamp = [(n, os.lstat(f"/etc/{n}").st_mtime_ns, os.lstat(f"/etc/{n}").st_size) for n in names]
     digest = hashlib.sha256(repr((stamp, uid, workspace)).encode()).hexdigest()[:16]
     target = Path(root_dir) / f".etc-{digest}"
     if target.is_dir():
         return target
-    building = Path(tempfile.mkdtemp(prefix=".etc-build-", dir=root_dir))
+    building = Path(tempfile.mkdtemp(prefix=f"{ETC_BUILD_PREFIX}{os.getpid()}-", dir=root_dir))
     for name in names:
         src, dst = Path("/etc", name), building / name
         if src.is_dir() and not src.is_symlink():

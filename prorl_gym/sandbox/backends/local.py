@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Literal
 
 from prorl_gym.runtime.zygote import ZygoteConfig
+from prorl_gym.sandbox.backends.base import private_dir_of
 from prorl_gym.sandbox.backends.bwrap import BwrapPlacement, IsolationUnavailable, find_bwrap, unprivileged_prefix
 from prorl_gym.sandbox.leases import Lease, kill_lease_pids
 from prorl_gym.sandbox.owner import owner_id
@@ -139,7 +140,7 @@ class LocalBackend:
                         f"{what} {path} is not reachable by the sandbox uid {options.host_uid}: {blocked} has "
                         "no execute permission for others (chmod o+x it, or use a directory under /tmp)"
                     )
-        private_dir = root / sandbox_id
+        private_dir = private_dir_of(spec, sandbox_id)
         private_dir.mkdir(exist_ok=True)
         os.chmod(private_dir, 0o711 if options.isolation == "required" else 0o700)
         if options.isolation == "none":

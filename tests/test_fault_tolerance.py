@@ -1,0 +1,146 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""One component's death is not everyone's, and nothing is lost: on a real stack (math under
+ng_run, the scripted policy with 300 ms per turn), a resources server and the agent are SIGKILLed
+in the middle of collections; every row still gets exactly one record, the servers come back,
+and nothing of their sandboxes is left. Metrics are scraped along the way."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from prorl_gym.client import ProRLClient, agent_url
+from prorl_gym.environments import REPO_ROOT, environment
+from prorl_gym.jsonl import read_jsonl
+from prorl_gym.stack import Stack, collected_records
+from prorl_gym.testing import supervised_server
+
+MATH = environment("math")
+AGENT = f"+{MATH.agent_key}"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-faults-", dir="/tmp"))  # reachable by the sandbox uid
+    sandbox_root.chmod(0o711)
+    overrides = [
+        f"+{MATH.server_key}.sandbox.root_dir={sandbox_root}",
+        f"{AGENT}.retry.max_attempts=6",  # a restarting server takes seconds: enough attempts to outlast it
+        f"{AGENT}.retry.backoff_s=0.5",
+        f"{AGENT}.limits.policy_call_timeout_s=10",
+    ]
+    logs = tmp_path_factory.mktemp("faults") / "logs"
+    with Stack(
+        MATH.config_paths(),
+        overrides=overrides,
+        policy_data=[str(MATH.example)],
+        policy_args=["--latency-ms", "300"],
+        log_dir=logs,
+    ) as stack:
+        stack.tmp = logs.parent
+        stack.sandbox_root = sandbox_root
+        stack.agent_url = asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", MATH.agent))
+        yield stack
+        assert stack._procs[-1].poll() is None, "ng_run went down with a server"
+    assert not [p for p in sandbox_root.iterdir() if not p.name.startswith(".")], "sandbox directories left"
+    assert not list((sandbox_root / ".leases").glob("*.json")), "leases left behind"
+    shutil.rmtree(sandbox_root)
+
+
+def kill_when_busy(stack: Stack, folder: Path, busy, timeout_s: float = 60) -> int:
+    """SIGKILL the server from `folder` once `busy()` says rollouts are in flight; its pid."""
+    deadline = time.monotonic() + timeout_s
+    while not busy():
+        assert time.monotonic() < deadline, "nothing got busy"
+        time.sleep(0.05)
+    pid = supervised_server(stack.session, folder)
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def live_sandboxes(stack: Stack) -> int:
+    return sum(1 for p in stack.sandbox_root.iterdir() if not p.name.startswith("."))
+
+
+def test_a_resources_server_killed_mid_collection_loses_no_row(stack):
+    output = stack.tmp / "killed_server.jsonl"
+    with ThreadPoolExecutor(1) as pool:
+        collection = pool.submit(stack.collect, MATH.agent, MATH.example, output, num_repeats=4)
+        killed = kill_when_busy(stack, MATH.folder, lambda: live_sandboxes(stack) >= 8)
+        collection.result(timeout=300)  # ng_collect_rollouts ends normally: no 500, no crash
+    records = collected_records(output)
+    assert len(records) == 20, "a record for every row"
+    assert all(r["reward"] == 1.0 and r["failure"] is None for r in records), [r["failure"] for r in records]
+    retried = [r for r in records if r["attempts"] > 1]
+    assert retried, "the rollouts the dead server held were run again"
+    assert all(f["infra"] for r in retried for f in r["attempt_failures"])
+    assert supervised_server(stack.session, MATH.folder) != killed  # started again, in the same stack
+
+
+def test_the_agent_killed_mid_batch_serves_every_result_once_at_the_same_offsets(stack):
+    async def scenario():
+        async with ProRLClient(stack.agent_url) as client:
+            rows = read_jsonl(MATH.example)
+            batch = await client.submit(rows, samples_per_row=4)
+            first, seen = [], client.stream(batch.batch_id)
+            async for record in seen:
+                first.append(record)
+                if len(first) == 3:
+                    break
+            await seen.aclose()
+            os.kill(supervised_server(stack.session, Path(REPO_ROOT, "responses_api_agents/prorl_agent")), 9)
+            rest = [r async for r in client.stream(batch.batch_id, after=len(first))]  # across the restart
+            again = [r async for r in client.stream(batch.batch_id)]  # the whole stream, from the journal
+            return batch, first, rest, again
+
+    batch, first, rest, again = asyncio.run(scenario())
+    assert sorted(r.job_id for r in first + rest) == sorted(batch.job_ids), "each job exactly once"
+    assert [r.wire() for r in again[:3]] == [r.wire() for r in first], "offsets kept across the restart"
+    assert [r.job_id for r in again] == [r.job_id for r in first + rest]
+    assert all(r.reward == 1.0 for r in again)
+    restarted = [r for r in again if any(f.type == "agent_restarted" for f in r.attempt_failures)]
+    assert restarted, "the jobs in flight at the kill ran again, counted in attempts"
+    assert all(r.attempts >= 2 for r in restarted)
+
+
+def test_metrics_are_scraped_from_every_server(stack):
+    asyncio.run(_one_rollout(stack))
+    agent = scrape(stack.agent_url)
+    assert 'prorl_rollouts_total{outcome="ok"}' in agent and "prorl_stage_duration_seconds_bucket" in agent
+    assert "prorl_journal_bytes" in agent and "prorl_rollout_attempts_total" in agent
+    servers = {s["process_name"]: s["url"] for s in server_instances(stack)}
+    resources = scrape(servers[MATH.name])
+    assert (
+        "prorl_sandboxes_live" in resources
+        and 'prorl_tool_call_seconds_count{outcome="ok",tool="python"}' in resources
+    )
+    model = scrape(servers["policy_model"])
+    assert "prorl_policy_call_seconds_count" in model and "prorl_policy_endpoints_healthy 1.0" in model
+
+
+async def _one_rollout(stack):
+    async with ProRLClient(stack.agent_url) as client:
+        batch = await client.submit(read_jsonl(MATH.example)[:1])
+        assert [r.reward for r in await client.results(batch.batch_id)] == [1.0]
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+        return response.read().decode()
+
+
+def server_instances(stack: Stack) -> list[dict]:
+    import json
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{stack.head_port}/server_instances", timeout=10) as response:
+        return json.load(response)
