@@ -4,6 +4,7 @@
 # make test  - set up .venv, lint, run the test suite (offline)
 # make lint  - ruff check and format check
 # make bench - set up .venv, run the benchmarks (JSON lines under results/bench/)
+# make soak  - the fault-injection soak and the 10-minute steady run (JSON under results/bench/)
 # make eval ENV=math [SPLIT=validation] [REPEATS=4] [LIMIT=N] [POLICY=http://host:8000/v1 MODEL=name]
 #            - evaluate one environment over a split (default policy: scripted gold), report under results/eval/
 SHELL := /bin/bash
@@ -80,6 +81,14 @@ BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput pipeline
 bench: setup link-venvs configs
 	@mkdir -p results/bench
 	@for b in $(BENCHMARKS); do echo "== $$b"; $(PY) -m benchmarks.$$b | tee results/bench/$$b.log | tail -1; done
+
+# Every environment's data/prepare.py.
+# The fault-injection soak (benchmarks/soak.py): 1,000 rollouts under faults, then 256 concurrent for 10 minutes.
+.PHONY: soak
+soak: setup link-venvs configs
+	@mkdir -p results/bench
+	$(PY) -m benchmarks.soak --mode faults | tee results/bench/soak.log | tail -1
+	$(PY) -m benchmarks.soak --mode steady | tee results/bench/soak_steady.log | tail -1
 
 # Every environment's data/prepare.py.
 data: setup

@@ -26,7 +26,7 @@ from typing import NoReturn
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.runtime.process import kill_session
+from prorl_gym.runtime.process import kill_session, session_members
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -42,14 +42,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def stop_session(proc: subprocess.Popen, grace_s: float = 10.0, sig: int = signal.SIGINT) -> None:
-    """Signal a child started with start_new_session, then SIGKILL whatever of its session remains."""
+def stop_session(proc: subprocess.Popen, grace_s: float = 15.0, sig: int = signal.SIGINT) -> None:
+    """Signal a child started with start_new_session, give its whole session `grace_s` to exit (servers
+    outlive ng_run while they close their sandboxes), then SIGKILL whatever of it remains."""
+    deadline = time.monotonic() + grace_s
     if proc.poll() is None:
         try:
             os.killpg(proc.pid, sig)
             proc.wait(timeout=grace_s)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             pass
+    while session_members(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
     kill_session(proc.pid)
     if proc.poll() is None:
         proc.kill()
@@ -115,23 +119,28 @@ class Stack:
     def start(self) -> None:
         overrides = list(self.overrides)
         if self.policy_data is not None:
-            data = [arg for path in self.policy_data for arg in ("--data", path)]
-            self._spawn(
-                [
-                    str(BIN / "python"),
-                    "-m",
-                    "responses_api_models.scripted_policy",
-                    *data,
-                    "--port",
-                    str(self.policy_port),
-                    *self.policy_args,
-                ],
-                "scripted_policy.log",
-            )
-            self._wait_http(f"http://127.0.0.1:{self.policy_port}/health", "scripted policy", self._procs[-1])
+            self._start_policy()
             overrides.append(f"+policy_base_url=http://127.0.0.1:{self.policy_port}/v1")
         ng_run = self._spawn([str(BIN / "ng_run"), *self.common_overrides, *overrides], "ng_run.log")
         self._wait_log(ng_run, self.log_dir / "ng_run.log", "servers ready!")
+
+    def _start_policy(self) -> subprocess.Popen:
+        data = [arg for path in self.policy_data for arg in ("--data", path)]
+        argv = [str(BIN / "python"), "-m", "responses_api_models.scripted_policy", *data]
+        policy = self._spawn([*argv, "--port", str(self.policy_port), *self.policy_args], "scripted_policy.log")
+        self._wait_http(f"http://127.0.0.1:{self.policy_port}/health", "scripted policy", policy)
+        return policy
+
+    def restart_policy(self, down_s: float = 0.0) -> None:
+        """Kill the scripted policy (as a dead GPU server), and after `down_s` start it again on its port."""
+        policy = self._procs[0]  # started first; ng_run stays last (see `session`)
+        os.killpg(policy.pid, signal.SIGKILL)
+        policy.wait()
+        self._procs.remove(policy)
+        time.sleep(down_s)
+        restarted = self._start_policy()
+        self._procs.remove(restarted)
+        self._procs.insert(0, restarted)
 
     def _wait_http(self, url: str, what: str, proc: subprocess.Popen) -> None:
         deadline = time.monotonic() + self.ready_timeout_s

@@ -52,6 +52,10 @@ class Supervisor:
         self.stopping = False
 
     def _forward(self, signum: int, _frame) -> None:
+        """Pass the first stop signal on; not a second one (ng_run and a Ctrl-C may both send one):
+        to uvicorn a second SIGINT means exit at once, skipping the release of the sandboxes."""
+        if self.stopping:
+            return
         self.stopping = True
         if self.child is not None and self.child.poll() is None:
             self.child.send_signal(signum)

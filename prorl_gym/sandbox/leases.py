@@ -73,6 +73,8 @@ def read_leases(root_dir: str | Path) -> list[Lease]:
     for path in sorted(lease_dir(root_dir).glob("*.json")):
         try:
             leases.append(Lease.model_validate_json(path.read_text()))
+        except FileNotFoundError:  # its sandbox closed since the listing
+            continue
         except (OSError, ValueError):
             log.warning("unreadable lease %s; removing it", path)
             path.unlink(missing_ok=True)

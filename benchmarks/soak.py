@@ -1,0 +1,443 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""Fault-injection soak: many rollouts over every environment while parts of the service are killed.
+
+    python -m benchmarks.soak [--rollouts 1000] [--fault-every 10]      faults mode (make soak)
+    python -m benchmarks.soak --mode steady [--concurrency 256] [--minutes 10]
+
+faults: rollouts of all environments through the job API (the example rows, many samples each,
+the scripted gold policy with realistic latency) while, after every `--fault-every` finished
+records, one fault is injected, the kinds in turn so each is exercised many times:
+  policy      the policy endpoint killed and started again
+  sandbox     a sandbox's pid 1 killed from outside (the sandbox is lost)
+  shell       a sandbox's shell killed from outside        (math, STEM, code sandboxes: the
+  kernel      a sandbox's Python kernel killed from outside  gold answer does not depend on them)
+  hang        a sandbox's shell stopped (SIGSTOP): its tool call hangs past its timeout
+  verifier    a verifier worker killed
+  server      a resources server SIGKILLed (its supervisor starts it again)
+  agent       an agent SIGKILLed mid-batch (started again; its journal brings its jobs back)
+and then the probe of issue 10 through ng_collect_rollouts: the SWE example x 10 with the SWE
+resources server SIGKILLed mid-collection. Keys (JSON, last line): submitted, records (= submitted),
+lost, duplicates, infra_failures_scored_as_reward (records without a failure whose reward is not
+the gold policy's 1.0: a fault scored as the task's outcome), leaked_processes and
+leaked_sandbox_dirs (after the stack stops), retried_ok, failures_by_type, faults, p99_rollout_s,
+collect_probe.
+
+steady: `--concurrency` math rollouts in flight for `--minutes`, policy latency per turn, no faults:
+the servers' RSS growth and open fds over the run (rss_growth_pct, fd_growth: from the end of the
+first minute, so start-up caches do not count) and rollouts per minute over time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from benchmarks.common import emit, raise_fd_limit
+from prorl_gym.client import ProRLClient, RolloutRecord, agent_url
+from prorl_gym.environments import REPO_ROOT, Environment, all_config_paths, discover
+from prorl_gym.jsonl import read_jsonl
+from prorl_gym.pipeline.metrics import percentile
+from prorl_gym.sandbox.leases import read_leases
+from prorl_gym.stack import Stack, collected_records
+from prorl_gym.testing import supervised_server
+
+FAULTS = ("policy", "sandbox", "shell", "kernel", "hang", "verifier", "server", "agent")
+STATEFUL = {"swe"}  # its gold answer is the sandbox's state: no shell/kernel/hang faults there
+SANDBOX_UID = 100_000
+
+
+@dataclass
+class SoakStack:
+    stack: Stack
+    envs: list[Environment]
+    roots: dict[str, Path]  # environment -> its own sandbox root
+    agents: dict[str, str] = field(default_factory=dict)  # environment -> agent URL
+
+
+@contextmanager
+def soak_stack(envs: list[Environment], log_dir: Path, latency_ms: int, extra: list[str] = ()):
+    roots = {env.name: Path(tempfile.mkdtemp(prefix=f"prorl-soak-{env.name}-", dir="/tmp")) for env in envs}
+    overrides = list(extra)
+    for env in envs:
+        roots[env.name].chmod(0o711)  # reachable by the sandbox uid
+        overrides += [
+            f"+{env.server_key}.sandbox.root_dir={roots[env.name]}",
+            f"+{env.server_key}.sandbox.command_timeout_s=5",  # a hung tool call is interrupted after this
+            f"+{env.agent_key}.retry.max_attempts=6",  # enough attempts to outlast a restarting server
+            f"+{env.agent_key}.retry.backoff_s=0.5",
+            f"+{env.agent_key}.limits.policy_call_timeout_s=20",
+            f"+{env.agent_key}.max_run_workers=16",
+        ]
+    try:
+        with Stack(
+            all_config_paths(envs),
+            overrides=overrides,
+            policy_data=[str(env.example) for env in envs],
+            policy_args=["--latency-ms", str(latency_ms)],
+            log_dir=log_dir,
+        ) as stack:
+            soak = SoakStack(stack, envs, roots)
+            head = f"http://127.0.0.1:{stack.head_port}"
+            soak.agents = {env.name: asyncio.run(agent_url(head, env.agent)) for env in envs}
+            yield soak
+    finally:
+        for root in roots.values():
+            shutil.rmtree(root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- finding what to kill
+
+
+def _pids() -> list[int]:
+    return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def sandbox_processes(root: Path) -> dict[str, list[int]]:
+    """Live sandboxes under root: pid 1, shell and kernel pids, by part (from the leases and pid namespaces)."""
+    parts: dict[str, list[int]] = {"sandbox": [], "shell": [], "kernel": []}
+    ours = os.readlink("/proc/self/ns/pid")
+    namespaces = {}  # a sandbox's pid namespace -> its pid 1 (the lease's pid that is in its own namespace)
+    for lease in read_leases(root):
+        for pid in lease.pids:
+            try:
+                if (ns := os.readlink(f"/proc/{pid}/ns/pid")) != ours:
+                    namespaces[ns] = pid
+            except OSError:
+                continue
+    for pid in _pids():
+        try:
+            ns = os.readlink(f"/proc/{pid}/ns/pid")
+        except OSError:
+            continue
+        if ns not in namespaces:
+            continue
+        cmdline = _read(f"/proc/{pid}/cmdline").replace("\0", " ")
+        if pid == namespaces[ns]:
+            parts["sandbox"].append(pid)
+        elif "bash" in cmdline and "-i" in cmdline:
+            parts["shell"].append(pid)
+        elif "zygote_main" in cmdline or "ipykernel" in cmdline:
+            parts["kernel"].append(pid)
+    return parts
+
+
+def session_processes(session: int, needle: str) -> list[int]:
+    found = []
+    for pid in _pids():
+        try:
+            if os.getsid(pid) == session and needle in _read(f"/proc/{pid}/cmdline").replace("\0", " "):
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+class Faults:
+    """Inject one fault of a kind; returns whether it found something to break."""
+
+    def __init__(self, soak: SoakStack, rng: random.Random):
+        self.soak, self.rng = soak, rng
+        self.done: Counter[str] = Counter()
+
+    def inject(self, kind: str) -> bool:
+        hit = getattr(self, kind)()
+        if hit:
+            self.done[kind] += 1
+        return hit
+
+    def _kill(self, pids: list[int], sig: int = signal.SIGKILL) -> bool:
+        for pid in self.rng.sample(pids, len(pids)):
+            try:
+                os.kill(pid, sig)
+                return True
+            except ProcessLookupError:
+                continue
+        return False
+
+    def _sandbox_part(self, part: str, sig: int = signal.SIGKILL, stateless_only: bool = False) -> bool:
+        envs = [e.name for e in self.soak.envs if not (stateless_only and e.name in STATEFUL)]
+        pids = [pid for env in envs for pid in sandbox_processes(self.soak.roots[env])[part]]
+        return self._kill(pids, sig)
+
+    def policy(self) -> bool:
+        self.soak.stack.restart_policy(down_s=1.0)
+        return True
+
+    def sandbox(self) -> bool:
+        return self._sandbox_part("sandbox")
+
+    def shell(self) -> bool:
+        return self._sandbox_part("shell", stateless_only=True)
+
+    def kernel(self) -> bool:
+        return self._sandbox_part("kernel", stateless_only=True)
+
+    def hang(self) -> bool:
+        return self._sandbox_part("shell", signal.SIGSTOP, stateless_only=True)
+
+    def verifier(self) -> bool:
+        return self._kill(session_processes(self.soak.stack.session, "prorl_gym.verify.worker"))
+
+    def server(self) -> bool:
+        env = self.rng.choice(self.soak.envs)
+        return self._kill([supervised_server(self.soak.stack.session, env.folder)])
+
+    def agent(self) -> bool:
+        folder = REPO_ROOT / "responses_api_agents" / "prorl_agent"
+        pids = [p for p in _pids() if _is_supervised_in(p, self.soak.stack.session, folder)]
+        return self._kill(pids)
+
+
+def _is_supervised_in(pid: int, session: int, folder: Path) -> bool:
+    try:
+        return (
+            os.getsid(pid) == session
+            and os.readlink(f"/proc/{pid}/cwd") == str(folder)
+            and b"PRORL_SUPERVISED_CHILD=1" in open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        )
+    except OSError:
+        return False
+
+
+# ---------------------------------------------------------------------- the faults mode
+
+
+async def run_faults(soak: SoakStack, rollouts: int, fault_every: int, seed: int = 0) -> dict:
+    rng = random.Random(seed)
+    faults = Faults(soak, rng)
+    per_env = {
+        env.name: rollouts // len(soak.envs) + (i < rollouts % len(soak.envs)) for i, env in enumerate(soak.envs)
+    }
+    received: dict[str, list[RolloutRecord]] = {env.name: [] for env in soak.envs}
+    finished = asyncio.Event()
+    kinds = iter(FAULTS * (rollouts // max(1, fault_every) + 1))
+    submitted, started = 0, time.perf_counter()
+
+    async def one_env(env: Environment) -> None:
+        nonlocal submitted
+        rows = read_jsonl(env.example)
+        samples = -(-per_env[env.name] // len(rows))
+        async with ProRLClient(soak.agents[env.name], timeout_s=300) as client:
+            batch = await _submit(client, rows, samples)
+            submitted += len(batch.job_ids)
+            async for record in client.stream(batch.batch_id, reconnect_s=300):
+                received[env.name].append(record)
+
+    async def inject() -> None:
+        injected, kind = 0, next(kinds)
+        while not finished.is_set():
+            total = sum(map(len, received.values()))
+            if total >= (injected + 1) * fault_every and await asyncio.to_thread(faults.inject, kind):
+                injected, kind = injected + 1, next(kinds)  # a kind with nothing to break now is tried again
+            await asyncio.sleep(0.2)
+
+    injector = asyncio.create_task(inject())
+    try:
+        await asyncio.gather(*(one_env(env) for env in soak.envs))
+    finally:
+        finished.set()
+        await injector
+    wall = time.perf_counter() - started
+    records = [r for env_records in received.values() for r in env_records]
+    ids = Counter(r.job_id for r in records)
+    return {
+        "submitted": submitted,
+        "records": len(ids),
+        "lost": submitted - len(ids),
+        "duplicates": sum(n - 1 for n in ids.values()),
+        "infra_failures_scored_as_reward": sum(r.failure is None and r.reward != 1.0 for r in records),
+        "retried_ok": sum(r.failure is None and r.attempts > 1 for r in records),
+        "failures_by_type": dict(Counter(r.failure.type.value for r in records if r.failure)),
+        "failure_examples": {r.failure.type.value: r.failure.message[:300] for r in records if r.failure},
+        "faults": dict(faults.done),
+        "p99_rollout_s": round(percentile([r.timings.get("total_s", 0.0) for r in records], 99) or 0.0, 2),
+        "wall_s": round(wall, 1),
+        "rollouts_per_min": round(len(records) / wall * 60, 1),
+    }
+
+
+async def _submit(client: ProRLClient, rows: list[dict], samples: int):
+    for _ in range(60):  # the agent may be restarting (a fault of another environment's run)
+        try:
+            return await client.submit(rows, samples_per_row=samples)
+        except Exception:  # noqa: BLE001 - retried; the last attempt raises
+            await asyncio.sleep(1)
+    return await client.submit(rows, samples_per_row=samples)
+
+
+def collect_probe(soak: SoakStack, env: Environment, repeats: int, kill_after_s: float, out: Path) -> dict:
+    """ng_collect_rollouts of env's example x repeats, its resources server SIGKILLed `kill_after_s` in."""
+    output = out / f"probe_{env.name}.jsonl"
+    killer = threading.Timer(
+        kill_after_s, lambda: os.kill(supervised_server(soak.stack.session, env.folder), signal.SIGKILL)
+    )
+    killer.start()
+    try:
+        soak.stack.collect(env.agent, env.example, output, num_repeats=repeats)
+    finally:
+        killer.cancel()
+    records = collected_records(output)
+    rows = len(read_jsonl(env.example)) * repeats
+    return {
+        "env": env.name,
+        "rows": rows,
+        "records": len(records),
+        "failures_by_type": dict(Counter(r["failure"]["type"] for r in records if r.get("failure"))),
+        "retried_ok": sum(not r.get("failure") and r.get("attempts", 1) > 1 for r in records),
+    }
+
+
+def leaks(session: int, roots: dict[str, Path]) -> dict:
+    """After the stack stopped: processes of its session or the sandbox uid, and sandbox dirs or leases."""
+    processes = []
+    for pid in _pids():
+        try:
+            if os.getsid(pid) == session or os.stat(f"/proc/{pid}").st_uid == SANDBOX_UID:
+                processes.append(pid)
+        except OSError:
+            continue
+    dirs = [p for root in roots.values() if root.exists() for p in root.iterdir() if not p.name.startswith(".")]
+    leases = [p for root in roots.values() for p in (root / ".leases").glob("*.json")]
+    return {"leaked_processes": len(processes), "leaked_sandbox_dirs": len(dirs) + len(leases)}
+
+
+def soak_faults(rollouts: int, fault_every: int, envs: list[Environment], log_dir: Path, probe_repeats: int) -> dict:
+    swe = next((e for e in envs if e.name == "swe"), envs[0])
+    with soak_stack(envs, log_dir, latency_ms=150) as soak:
+        results = asyncio.run(run_faults(soak, rollouts, fault_every))
+        if probe_repeats:
+            results["collect_probe"] = collect_probe(soak, swe, probe_repeats, 10.0, log_dir)
+        session, roots = soak.stack.session, dict(soak.roots)
+        soak.stack.stop()
+        time.sleep(1)  # the session's last processes exit
+        results |= leaks(session, roots)
+    return results
+
+
+# ---------------------------------------------------------------------- the steady mode
+
+
+def server_processes(session: int) -> list[int]:
+    return [
+        p for p in _pids() if _safe_sid(p) == session and "PRORL_SUPERVISED_CHILD=1" in _read(f"/proc/{p}/environ")
+    ]
+
+
+def _safe_sid(pid: int) -> int:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return -1
+
+
+def footprint(pids: list[int]) -> tuple[int, int]:
+    """(RSS bytes, open fds) summed over pids."""
+    rss = fds = 0
+    for pid in pids:
+        status = _read(f"/proc/{pid}/status")
+        rss += next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+        try:
+            fds += len(os.listdir(f"/proc/{pid}/fd"))
+        except OSError:
+            pass
+    return rss, fds
+
+
+async def run_steady(url: str, rows: list[dict], concurrency: int, seconds: float, sample) -> dict:
+    stop_at = time.monotonic() + seconds
+    done: list[float] = []
+    failures: Counter[str] = Counter()
+
+    async def worker(client: ProRLClient, k: int) -> None:
+        while time.monotonic() < stop_at:
+            batch = await client.submit([rows[k % len(rows)]])
+            async for record in client.stream(batch.batch_id):
+                done.append(time.monotonic())
+                if record.failure:
+                    failures[record.failure.type.value] += 1
+
+    async with ProRLClient(url, timeout_s=600) as client:
+        sampler = asyncio.create_task(sample())
+        await asyncio.gather(*(worker(client, k) for k in range(concurrency)))
+        sampler.cancel()
+    start = min(done) if done else 0
+    per_minute = Counter(int((t - start) // 60) for t in done)
+    return {
+        "rollouts": len(done),
+        "failures_by_type": dict(failures),
+        "rollouts_per_minute": [per_minute[m] for m in sorted(per_minute)],
+    }
+
+
+def soak_steady(concurrency: int, minutes: float, log_dir: Path) -> dict:
+    math = next(e for e in discover() if e.name == "math")
+    extra = [f"+{math.agent_key}.max_run_workers={concurrency}", f"+{math.agent_key}.max_init_workers=32"]
+    with soak_stack([math], log_dir, latency_ms=500, extra=extra) as soak:
+        samples: list[tuple[float, int, int]] = []
+
+        async def sample() -> None:
+            while True:
+                await asyncio.sleep(10)
+                rss, fds = await asyncio.to_thread(footprint, server_processes(soak.stack.session))
+                samples.append((time.monotonic(), rss, fds))
+
+        results = asyncio.run(
+            run_steady(soak.agents["math"], read_jsonl(math.example), concurrency, minutes * 60, sample)
+        )
+    first = next((s for s in samples if s[0] - samples[0][0] >= 60), samples[0]) if samples else (0, 0, 0)
+    last = samples[-1] if samples else (0, 0, 0)
+    return results | {
+        "concurrency": concurrency,
+        "minutes": minutes,
+        "rss_mib_after_1_min": round(first[1] / 2**20, 1),
+        "rss_mib_end": round(last[1] / 2**20, 1),
+        "rss_growth_pct": round((last[1] - first[1]) / first[1] * 100, 2) if first[1] else None,
+        "fds_after_1_min": first[2],
+        "fds_end": last[2],
+        "fd_growth": last[2] - first[2],
+        "targets": {"rss_growth_pct": 10, "fd_growth": 16},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=("faults", "steady"), default="faults")
+    parser.add_argument("--rollouts", type=int, default=1000)
+    parser.add_argument("--fault-every", type=int, default=10, help="a fault after every N finished records")
+    parser.add_argument("--probe-repeats", type=int, default=10, help="ng_collect_rollouts probe: SWE example x N")
+    parser.add_argument("--concurrency", type=int, default=256)
+    parser.add_argument("--minutes", type=float, default=10.0)
+    args = parser.parse_args()
+    raise_fd_limit()
+    log_dir = REPO_ROOT / "results" / "bench" / "soak"
+    if log_dir.exists():
+        shutil.rmtree(log_dir)
+    if args.mode == "faults":
+        results = soak_faults(args.rollouts, args.fault_every, discover(), log_dir, args.probe_repeats)
+        emit("soak", results)
+    else:
+        emit("soak_steady", soak_steady(args.concurrency, args.minutes, log_dir))
+
+
+if __name__ == "__main__":
+    main()
