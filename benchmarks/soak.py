@@ -75,7 +75,7 @@ def soak_stack(envs: list[Environment], log_dir: Path, latency_ms: int, extra: l
         overrides += [
             f"+{env.server_key}.sandbox.root_dir={roots[env.name]}",
             f"+{env.server_key}.sandbox.command_timeout_s=5",  # a hung tool call is interrupted after this
-            f"+{env.agent_key}.retry.max_attempts=6",  # enough attempts to outlast a restarting server
+            f"+{env.agent_key}.retry.max_attempts=8",  # 0.5 s to 32 s apart: outlasts servers restarting under load
             f"+{env.agent_key}.retry.backoff_s=0.5",
             f"+{env.agent_key}.limits.policy_call_timeout_s=20",
             f"+{env.agent_key}.max_run_workers=16",

@@ -9,7 +9,7 @@ does not die with the server. The child gets the same argv and environment, so i
 the same port; what it left (sandboxes, leases) its next incarnation reaps at start. SIGINT
 and SIGTERM are passed on and end the supervision. A child that dies again and again within
 `CRASH_WINDOW_S` of its start is given up on (the supervisor exits with its code, and ng_run
-reports it) rather than restarted forever.
+reports it) rather than restarted forever; one killed by a signal is always started again.
 
     PRORL_SUPERVISE=0   run the server in this process, unsupervised
 """
@@ -77,7 +77,9 @@ class Supervisor:
             if self.stopping:
                 return code
             lived = time.monotonic() - started
-            quick_deaths = quick_deaths + 1 if lived < CRASH_WINDOW_S else 0
+            # A crash loop is the server failing by itself (an exit code) soon after each start; a
+            # server killed by a signal from outside, however often, is just started again.
+            quick_deaths = quick_deaths + 1 if lived < CRASH_WINDOW_S and code > 0 else 0
             if quick_deaths >= MAX_QUICK_DEATHS:
                 log.error("server died %d times within %.0fs of starting: giving up", quick_deaths, CRASH_WINDOW_S)
                 return code or 1

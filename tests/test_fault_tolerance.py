@@ -13,6 +13,7 @@ import shutil
 import signal
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +28,7 @@ from prorl_gym.testing import supervised_server
 
 MATH = environment("math")
 AGENT = f"+{MATH.agent_key}"
+MATH_AGENT_FOLDER = Path(REPO_ROOT, "responses_api_agents/prorl_agent")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +53,6 @@ def stack(tmp_path_factory):
         stack.sandbox_root = sandbox_root
         stack.agent_url = asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", MATH.agent))
         yield stack
-        assert stack._procs[-1].poll() is None, "ng_run went down with a server"
     assert not [p for p in sandbox_root.iterdir() if not p.name.startswith(".")], "sandbox directories left"
     assert not list((sandbox_root / ".leases").glob("*.json")), "leases left behind"
     shutil.rmtree(sandbox_root)
@@ -85,6 +86,7 @@ def test_a_resources_server_killed_mid_collection_loses_no_row(stack):
     assert retried, "the rollouts the dead server held were run again"
     assert all(f["infra"] for r in retried for f in r["attempt_failures"])
     assert supervised_server(stack.session, MATH.folder) != killed  # started again, in the same stack
+    assert stack._procs[-1].poll() is None, "ng_run went down with a server"
 
 
 def test_the_agent_killed_mid_batch_serves_every_result_once_at_the_same_offsets(stack):
@@ -98,7 +100,7 @@ def test_the_agent_killed_mid_batch_serves_every_result_once_at_the_same_offsets
                 if len(first) == 3:
                     break
             await seen.aclose()
-            os.kill(supervised_server(stack.session, Path(REPO_ROOT, "responses_api_agents/prorl_agent")), 9)
+            os.kill(supervised_server(stack.session, MATH_AGENT_FOLDER), 9)
             rest = [r async for r in client.stream(batch.batch_id, after=len(first))]  # across the restart
             again = [r async for r in client.stream(batch.batch_id)]  # the whole stream, from the journal
             return batch, first, rest, again
@@ -144,3 +146,33 @@ def server_instances(stack: Stack) -> list[dict]:
 
     with urllib.request.urlopen(f"http://127.0.0.1:{stack.head_port}/server_instances", timeout=10) as response:
         return json.load(response)
+
+
+def test_a_run_in_flight_when_the_agent_stops_answers_a_shutdown_record(stack):
+    """Last in this module: the agent is stopped for good (its supervisor too)."""
+    row = read_jsonl(MATH.example)[0]
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(_post_run, stack.agent_url, row)
+        time.sleep(1.0)  # INIT done, RUN under way (300 ms per policy turn)
+        supervisor = _parent(supervised_server(stack.session, MATH_AGENT_FOLDER))
+        os.kill(supervisor, signal.SIGINT)  # as ng_run does at shutdown
+        status, record = answer.result(timeout=60)
+    assert status == 200, record
+    assert record["failure"]["type"] == "shutdown" and record["_ng_failure_class"] == "shutdown"
+    assert record["reward"] == 0.0 and record["task_id"] == row["task_id"]
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _post_run(url: str, row: dict) -> tuple[int, dict]:
+    import json
+
+    request = urllib.request.Request(f"{url}/run", data=json.dumps(row).encode(), method="POST")
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as exc:
+        return exc.code, {"body": exc.read().decode(errors="replace")}

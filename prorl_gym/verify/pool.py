@@ -17,6 +17,8 @@ from typing import Any
 
 from prorl_gym.errors import ProrlError
 
+START_TRIES = 3
+
 
 class VerifierError(ProrlError):
     """The checker raised: the verification itself failed (not a wrong answer)."""
@@ -85,16 +87,26 @@ class VerifierPool:
     async def start(self) -> None:
         await asyncio.gather(*(self._add_worker() for _ in range(self.size)))
 
-    async def _add_worker(self) -> None:
-        worker = _Worker(self._python, self._preload)
-        self._workers.add(worker)
-        try:
-            await worker.start(self.start_timeout_s)
-        except BaseException:
-            self._workers.discard(worker)
-            await worker.kill()
-            raise
-        self._idle.put_nowait(worker)
+    async def _add_worker(self, tries: int = START_TRIES) -> None:
+        """Start a worker; one that dies while starting (killed from outside, a transient failure) is
+        started again, up to `tries` times: a lost worker must not take its server down with it."""
+        for attempt in range(1, tries + 1):
+            worker = _Worker(self._python, self._preload)
+            self._workers.add(worker)
+            try:
+                await worker.start(self.start_timeout_s)
+            except VerifierCrashed:
+                self._workers.discard(worker)
+                await worker.kill()
+                if attempt == tries:
+                    raise
+                continue
+            except BaseException:
+                self._workers.discard(worker)
+                await worker.kill()
+                raise
+            self._idle.put_nowait(worker)
+            return
 
     async def close(self) -> None:
         await asyncio.gather(*(w.kill() for w in self._workers))

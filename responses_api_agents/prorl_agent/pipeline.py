@@ -46,8 +46,9 @@ class RunRequest(BaseRunRequest):
 
 
 class RetryPolicy(BaseModel):
-    max_attempts: int = Field(3, ge=1)  # 1: never run a rollout again
-    backoff_s: float = Field(1.0, ge=0)  # before attempt n (n >= 2): backoff_s * 2 ** (n - 2)
+    # The defaults wait ~14 s in all (2 + 4 + 8): long enough for a supervised server to come back.
+    max_attempts: int = Field(4, ge=1)  # 1: never run a rollout again
+    backoff_s: float = Field(2.0, ge=0)  # before attempt n (n >= 2): backoff_s * 2 ** (n - 2)
 
 
 @dataclass
