@@ -24,8 +24,9 @@ leaked_sandbox_dirs (after the stack stops), retried_ok, failures_by_type, fault
 collect_probe.
 
 steady: `--concurrency` math rollouts in flight for `--minutes`, policy latency per turn, no faults:
-the servers' RSS growth and open fds over the run (rss_growth_pct, fd_growth: from the end of the
-first minute, so start-up caches do not count) and rollouts per minute over time.
+the servers' RSS growth and open fds over the run (rss_growth_pct, fd_growth: measured idle after
+a minute of warm-up and again at the end, so start-up caches and in-flight work do not count)
+and rollouts per minute over time.
 """
 
 from __future__ import annotations
@@ -67,9 +68,9 @@ class SoakStack:
 
 
 @contextmanager
-def soak_stack(envs: list[Environment], log_dir: Path, latency_ms: int, extra: list[str] = ()):
+def soak_stack(envs: list[Environment], log_dir: Path, latency_ms: int, run_workers: int = 16):
     roots = {env.name: Path(tempfile.mkdtemp(prefix=f"prorl-soak-{env.name}-", dir="/tmp")) for env in envs}
-    overrides = list(extra)
+    overrides = []
     for env in envs:
         roots[env.name].chmod(0o711)  # reachable by the sandbox uid
         overrides += [
@@ -78,7 +79,8 @@ def soak_stack(envs: list[Environment], log_dir: Path, latency_ms: int, extra: l
             f"+{env.agent_key}.retry.max_attempts=8",  # 0.5 s to 32 s apart: outlasts servers restarting under load
             f"+{env.agent_key}.retry.backoff_s=0.5",
             f"+{env.agent_key}.limits.policy_call_timeout_s=20",
-            f"+{env.agent_key}.max_run_workers=16",
+            f"+{env.agent_key}.max_run_workers={run_workers}",
+            f"+{env.agent_key}.max_init_workers={min(run_workers, 32)}",
         ]
     try:
         with Stack(
@@ -363,7 +365,8 @@ def footprint(pids: list[int]) -> tuple[int, int]:
     return rss, fds
 
 
-async def run_steady(url: str, rows: list[dict], concurrency: int, seconds: float, sample) -> dict:
+async def run_steady(url: str, rows: list[dict], concurrency: int, seconds: float) -> dict:
+    """`concurrency` rollouts in flight for `seconds`, each worker submitting its next as one ends."""
     stop_at = time.monotonic() + seconds
     done: list[float] = []
     failures: Counter[str] = Counter()
@@ -377,44 +380,43 @@ async def run_steady(url: str, rows: list[dict], concurrency: int, seconds: floa
                     failures[record.failure.type.value] += 1
 
     async with ProRLClient(url, timeout_s=600) as client:
-        sampler = asyncio.create_task(sample())
         await asyncio.gather(*(worker(client, k) for k in range(concurrency)))
-        sampler.cancel()
     start = min(done) if done else 0
     per_minute = Counter(int((t - start) // 60) for t in done)
     return {
         "rollouts": len(done),
-        "failures_by_type": dict(failures),
-        "rollouts_per_minute": [per_minute[m] for m in sorted(per_minute)],
+        "failures": dict(failures),
+        "per_minute": [per_minute[m] for m in sorted(per_minute)],
     }
 
 
 def soak_steady(concurrency: int, minutes: float, log_dir: Path) -> dict:
+    """A minute of warm-up, then the run; the servers' RSS and fds measured idle after each (all
+    rollouts ended, their sandboxes closed), so what is compared is what the run left behind."""
     math = next(e for e in discover() if e.name == "math")
-    extra = [f"+{math.agent_key}.max_run_workers={concurrency}", f"+{math.agent_key}.max_init_workers=32"]
-    with soak_stack([math], log_dir, latency_ms=500, extra=extra) as soak:
-        samples: list[tuple[float, int, int]] = []
+    with soak_stack([math], log_dir, latency_ms=500, run_workers=concurrency) as soak:
+        url, rows = soak.agents["math"], read_jsonl(math.example)
 
-        async def sample() -> None:
-            while True:
-                await asyncio.sleep(10)
-                rss, fds = await asyncio.to_thread(footprint, server_processes(soak.stack.session))
-                samples.append((time.monotonic(), rss, fds))
+        def idle_footprint() -> tuple[int, int]:
+            time.sleep(5)  # the last sandboxes close
+            return footprint(server_processes(soak.stack.session))
 
-        results = asyncio.run(
-            run_steady(soak.agents["math"], read_jsonl(math.example), concurrency, minutes * 60, sample)
-        )
-    first = next((s for s in samples if s[0] - samples[0][0] >= 60), samples[0]) if samples else (0, 0, 0)
-    last = samples[-1] if samples else (0, 0, 0)
-    return results | {
+        warmup = asyncio.run(run_steady(url, rows, concurrency, 60))
+        before = idle_footprint()
+        run = asyncio.run(run_steady(url, rows, concurrency, max(0.0, minutes - 1) * 60))
+        after = idle_footprint()
+    return {
         "concurrency": concurrency,
         "minutes": minutes,
-        "rss_mib_after_1_min": round(first[1] / 2**20, 1),
-        "rss_mib_end": round(last[1] / 2**20, 1),
-        "rss_growth_pct": round((last[1] - first[1]) / first[1] * 100, 2) if first[1] else None,
-        "fds_after_1_min": first[2],
-        "fds_end": last[2],
-        "fd_growth": last[2] - first[2],
+        "rollouts": warmup["rollouts"] + run["rollouts"],
+        "failures_by_type": dict(Counter(warmup["failures"]) + Counter(run["failures"])),
+        "rollouts_per_minute": warmup["per_minute"] + run["per_minute"],
+        "rss_mib_after_warmup": round(before[0] / 2**20, 1),
+        "rss_mib_end": round(after[0] / 2**20, 1),
+        "rss_growth_pct": round((after[0] - before[0]) / before[0] * 100, 2) if before[0] else None,
+        "fds_after_warmup": before[1],
+        "fds_end": after[1],
+        "fd_growth": after[1] - before[1],
         "targets": {"rss_growth_pct": 10, "fd_growth": 16},
     }
 

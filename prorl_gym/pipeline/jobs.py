@@ -163,6 +163,7 @@ class JobManager:
             job.batches = [b for b in self._batches.values() if stored.id in b.job_ids]
         interrupted = [j for j in self._jobs.values() if j.status == "running"]
         self._open = True
+        self._prune()  # batches that expired while the agent was down
         if interrupted:
             log.warning("%d jobs were running when the agent stopped: %s", len(interrupted), self._on_restart)
             await self.journal.restarted([job.id for job in interrupted])
@@ -232,8 +233,8 @@ class JobManager:
                 f"{self._active} jobs are running; {len(new)} more would exceed {lim.max_active_jobs}. Retry later",
             )
         batch = self._batches[batch_id] = _Batch(batch_id, ids, request.stop_after)
-        for _, job_id in new:  # claimed now: a concurrent submission of the same ids shares these jobs
-            self._jobs[job_id] = _Job(job_id, prints[ids.index(job_id) // samples], [])
+        for k, job_id in new:  # claimed now: a concurrent submission of the same ids shares these jobs
+            self._jobs[job_id] = _Job(job_id, prints[k // samples], [])
         try:
             await self.journal.add_batch(
                 batch_id,
@@ -246,10 +247,11 @@ class JobManager:
             for _, job_id in new:
                 self._jobs.pop(job_id, None)
             raise
+        launch = {job_id for _, job_id in new}
         for k, job_id in enumerate(ids):
             job = self._jobs[job_id]
             job.batches.append(batch)
-            if (k, job_id) in new:
+            if job_id in launch:
                 self._active += 1
                 self._launch(job, effective[k // samples])
             elif job.status != "running":  # the same job again: shared with its first batch, not run twice

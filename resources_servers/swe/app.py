@@ -14,7 +14,7 @@ PASS_TO_PASS run (see evaluate.py). Reward 1.0 iff every listed test passes.
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -46,6 +46,7 @@ class SweTask(SeedSessionRequest):
     PASS_TO_PASS: list[str] = Field(default_factory=list)
     test_patch: str = ""
     environment: dict[str, Any] = Field(default_factory=dict)
+    test_runner: Literal["pytest", "unittest"] = "pytest"  # how FAIL_TO_PASS / PASS_TO_PASS ids run
 
     @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
     @classmethod
@@ -67,6 +68,9 @@ class SweVerifyResponse(SandboxVerifyResponse):
     pass_to_pass_total: int = 0
     pass_to_pass_passed: int = 0
     failed_tests: list[str] = Field(default_factory=list)
+    test_runner: str | None = None
+    runner_tampered: bool = False  # the run's canaries or guard caught the runner being talked into passes
+    tamper_evidence: list[str] = Field(default_factory=list)
     test_files_dropped: list[str] = Field(default_factory=list)  # the patch's test edits, dropped before grading
 
 

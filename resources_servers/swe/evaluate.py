@@ -25,6 +25,7 @@ under test can still special-case the tests' inputs or patch pytest at import ti
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -35,9 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec, create_sandbox
+from prorl_gym.sandbox import Sandbox, SandboxError, SandboxFileNotFound, SandboxSpec, create_sandbox
 from prorl_gym.verify.pool import VerifierError
 from resources_servers.swe.repos import GIT, REPO_MOUNT, RepoEnv, field, repo_env, stage_repo, task_spec
+from resources_servers.swe.runners import GUARD_SOURCES, TestRunner, Verdict, judge, runner_for
 
 TEST_DIRS = {"tests", "test", "testing"}
 PROTECTED_NAMES = {
@@ -51,14 +53,10 @@ PROTECTED_NAMES = {
     "usercustomize.py",
 }
 RUNNER_MODULES = {"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "exceptiongroup", "tomli", "pygments"}
-PASSING = {"PASSED", "XFAIL"}
-FAILING = {"FAILED", "ERROR", "XPASS", "SKIPPED", "SUBFAILED"}
-SUMMARY = re.compile(r"^=+ short test summary info =+$", re.M)
 PYTEST_SECTIONS = {"setup.cfg": r"\[tool:pytest\]", "pyproject.toml": r"\[tool\.pytest[\].]"}
 DIFF_OPTS = "--no-color --no-ext-diff --no-textconv --no-renames --src-prefix=a/ --dst-prefix=b/"
 WORK = "/tmp/prorl-eval"
-# No cache dir; the project's addopts dropped (e.g. --cov needs a plugin we do not have); -rA: a summary line per test.
-PYTEST_ARGS = "-p no:cacheprovider -o addopts= -rA --tb=short"
+GUARD_DIR = f"{WORK}/guard"
 MAX_LOG = 4 << 20
 log = logging.getLogger(__name__)
 
@@ -131,30 +129,6 @@ def pytest_section(text: str, name: str) -> str:
     return "\n".join(out)
 
 
-def parse_pytest(log: str, ids: list[str]) -> dict[str, str]:
-    """'passed' / 'failed' for each requested id found in the last short test summary."""
-    wanted, found = set(ids), {}
-    headers = list(SUMMARY.finditer(log))
-    for line in log[headers[-1].end() :].splitlines() if headers else []:
-        status = line.split(" ", 1)[0].split("(", 1)[0]
-        if status.startswith("SUB") and status != "SUBFAILED" or status not in PASSING | FAILING:
-            continue
-        test = _match_id(line[len(line.split(" ", 1)[0]) :], wanted)
-        if test:
-            found[test] = "failed" if status in FAILING or found.get(test) == "failed" else "passed"
-    return found
-
-
-def _match_id(text: str, wanted: set[str]) -> str | None:
-    starts = [i + 1 for i, c in enumerate(text) if c == " "]
-    ends = [len(text)] + [m.start() for m in re.finditer(" - ", text)]
-    for start in starts:
-        for end in ends:
-            if end > start and text[start:end] in wanted:
-                return text[start:end]
-    return None
-
-
 async def _sh(sb: Sandbox, command: str, timeout: float = 120.0) -> tuple[int | None, str]:
     result = await sb.bash(command, timeout=timeout)
     if result.timed_out:
@@ -177,11 +151,14 @@ APPLY_AGENT_PATCH = (
     "else echo APPLIED=no; tail -c 600 {work}/apply.err; tail -c 600 {work}/patch.out; fi"
 )
 APPLY_TEST_PATCH = "cd {repo} && " + GIT + " apply --whitespace=nowarn {work}/test.diff"
-RUN_PYTEST = (
-    "timeout -k 5 {timeout} python -m pytest " + PYTEST_ARGS + " --rootdir={repo} {ids} > {work}/pytest.log 2>&1; "
-    "echo PYTEST_RC=$?"
+# The tests under their runner's guard: the guard's key is on fd 9 only (its file deleted first).
+RUN_TESTS = (
+    "( exec 9< {work}/guard.key && rm -f {work}/guard.key && cd {repo} && {activate} && {runner_env} && "
+    "export PRORL_GUARD_KEY_FD=9 PRORL_GUARD_REPORT={work}/guard.report PRORL_GUARD_CONFTESTS={conftests} && "
+    "timeout -k 5 {timeout} {command} ) > {work}/tests.log 2>&1; echo TESTS_RC=$?"
 )
-KEEP_LOG_TAIL = "tail -c " + str(MAX_LOG) + " {work}/pytest.log > {work}/pytest.tail"
+LIST_CONFTESTS = "cd {repo} && " + GIT + " ls-files -z -- '*conftest.py' > {work}/conftests"
+KEEP_LOG_TAIL = "tail -c " + str(MAX_LOG) + " {work}/tests.log > {work}/tests.tail"
 
 
 @dataclass
@@ -236,7 +213,8 @@ async def evaluate_patch(
     )
     started = time.monotonic()
     async with await create_sandbox(eval_spec) as sb:
-        repo = shlex.quote(await stage_repo(sb, row, scrub=False))
+        repo_path = await stage_repo(sb, row, scrub=False)
+        repo = shlex.quote(repo_path)
         await _sh(sb, LIST_UNTRACKED.format(work=WORK, repo=repo))
         method, output = await _apply_agent_patch(sb, repo, grading.kept_patch)
         if method is None:
@@ -254,8 +232,11 @@ async def evaluate_patch(
             return fields | {"reward": 0.0, "reason": "the patch's changes to test files could not be undone"}
         if grading.test_patch:
             await _apply_test_patch(sb, repo, grading.test_patch)
-        pytest_log, timed_out = await _run_tests(sb, repo, env.activate, grading.test_ids, timeout_s)
-    return fields | _score(grading, parse_pytest(pytest_log, grading.test_ids), pytest_log, timed_out, started)
+        runner = runner_for(field(row, "test_runner"))
+        verdict, log_text, timed_out = await _run_tests(
+            sb, repo_path, runner, env.activate, grading.test_ids, timeout_s
+        )
+    return fields | {"test_runner": runner.name} | _score(grading, verdict, log_text, timed_out, started)
 
 
 async def _apply_agent_patch(sb: Sandbox, repo: str, patch: str) -> tuple[str | None, str]:
@@ -274,22 +255,50 @@ async def _apply_test_patch(sb: Sandbox, repo: str, test_patch: str) -> None:
         raise VerifierError(f"test_patch does not apply to the base commit: {out[-500:]}")
 
 
-async def _run_tests(sb: Sandbox, repo: str, activate: str, ids: list[str], timeout_s: float) -> tuple[str, bool]:
-    """The tests' log (its tail) and whether they timed out."""
-    run = RUN_PYTEST.format(timeout=int(timeout_s), repo=repo, ids=" ".join(shlex.quote(t) for t in ids), work=WORK)
-    _, out = await _sh(sb, " && ".join(filter(None, [f"cd {repo}", activate, run])), timeout=timeout_s + 60)
+async def _run_tests(
+    sb: Sandbox, repo_path: str, runner: TestRunner, activate: str, ids: list[str], timeout_s: float
+) -> tuple[Verdict, str, bool]:
+    """Run `ids` and two fresh canaries under the runner's guard; (verdict, log tail, timed out)."""
+    repo, canaries, key = shlex.quote(repo_path), runner.canaries(), secrets.token_hex(32)
+    guard_source = await asyncio.to_thread((GUARD_SOURCES / runner.guard).read_text)
+    await sb.write_file(f"{GUARD_DIR}/{runner.guard}", guard_source)
+    for path, text in canaries.files.items():
+        await sb.write_file(f"{repo_path}/{path}", text)
+    await sb.write_file(f"{WORK}/guard.key", key)
+    await _sh(sb, LIST_CONFTESTS.format(work=WORK, repo=repo))
+    listed = (await sb.read_bytes(f"{WORK}/conftests")).decode(errors="surrogateescape").split("\0")
+    conftests = ":".join(f"{repo_path}/{p}" for p in listed if p and ":" not in p)
+    run = RUN_TESTS.format(
+        work=WORK,
+        repo=repo,
+        activate=activate or "true",
+        runner_env=runner.environment(GUARD_DIR),
+        conftests=shlex.quote(conftests),
+        timeout=int(timeout_s),
+        command=runner.command([*ids, canaries.must_pass, canaries.must_fail], GUARD_DIR),
+    )
+    _, out = await _sh(sb, run, timeout=timeout_s + 60)
     await _sh(sb, KEEP_LOG_TAIL.format(work=WORK))
-    log_text = (await sb.read_bytes(f"{WORK}/pytest.tail")).decode(errors="replace")
-    return log_text, "PYTEST_RC=124" in out or "PYTEST_RC=137" in out
+    log_text = (await sb.read_bytes(f"{WORK}/tests.tail")).decode(errors="replace")
+    try:
+        report = (await sb.read_bytes(f"{WORK}/guard.report")).decode(errors="replace")
+    except SandboxFileNotFound:
+        report = None  # the run never reached its end (killed, timed out, os._exit)
+    timed_out = "TESTS_RC=124" in out or "TESTS_RC=137" in out
+    return judge(runner, ids, canaries, log_text, report, key), log_text, timed_out
 
 
-def _score(grading: Grading, results: dict[str, str], log_text: str, timed_out: bool, started: float) -> dict:
-    """reward 1.0 iff every listed test passed."""
+def _score(grading: Grading, verdict: Verdict, log_text: str, timed_out: bool, started: float) -> dict:
+    """reward 1.0 iff every listed test passed, by the runner's guard and its own output alike,
+    and the run can be trusted (the canaries right, the runner untouched)."""
     ids = grading.test_ids
+    results = verdict.statuses
     failed = [t for t in ids if results.get(t) != "passed"]
+    tampered = bool(verdict.evidence)
     fields = {
-        "reward": 1.0 if not failed else 0.0,
-        "resolved": not failed,
+        "reward": 1.0 if not failed and verdict.complete and not tampered else 0.0,
+        "runner_tampered": tampered,
+        "tamper_evidence": verdict.evidence[:20],
         "tests_passed": len(ids) - len(failed),
         "tests_failed": len(failed),
         "failed_tests": failed[:50],
@@ -297,10 +306,17 @@ def _score(grading: Grading, results: dict[str, str], log_text: str, timed_out: 
         "pass_to_pass_passed": sum(results.get(t) == "passed" for t in grading.pass_to_pass),
         "tests_timed_out": timed_out,
         "eval_seconds": round(time.monotonic() - started, 2),
-        "log_tail": log_text[-2000:] if failed else "",
+        "log_tail": log_text[-2000:] if failed or tampered or not verdict.complete else "",
     }
-    if failed:
-        fields["reason"] = "the tests timed out" if timed_out else f"{len(failed)} of {len(ids)} tests did not pass"
+    fields["resolved"] = fields["reward"] == 1.0
+    if tampered:
+        fields["reason"] = "runner_tampered"
+    elif timed_out:
+        fields["reason"] = "the tests timed out"
+    elif not verdict.complete:
+        fields["reason"] = "the test run did not complete (no report from the runner's guard)"
+    elif failed:
+        fields["reason"] = f"{len(failed)} of {len(ids)} tests did not pass"
     return fields
 
 

@@ -37,9 +37,10 @@ from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.spec import Bind
 from resources_servers.swe.data.issue_text import problem_statement
 from resources_servers.swe.data.mutations import Mutation, mutations, ordered
-from resources_servers.swe.evaluate import PYTEST_ARGS, evaluate_patch, is_protected, parse_pytest
+from resources_servers.swe.evaluate import evaluate_patch, is_protected
 from resources_servers.swe.prompts import build_row
 from resources_servers.swe.repos import REPO_MOUNT, RepoCache, extract_sdist, make_readable, run_command
+from resources_servers.swe.runners import PYTEST_ARGS, parse_pytest
 
 OUT = Path(__file__).resolve().parent
 PYTEST = f"python -m pytest {PYTEST_ARGS}"  # exactly the evaluator's flags

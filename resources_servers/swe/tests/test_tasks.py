@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
-from resources_servers.swe.evaluate import agent_diff, evaluate_patch, is_protected, parse_pytest, split_patch
+from resources_servers.swe.evaluate import agent_diff, evaluate_patch, is_protected, split_patch
 from resources_servers.swe.prompts import build_row
 from resources_servers.swe.repos import RepoCache, RepoPrepError, prepare_repo, repo_env, stage_repo, task_spec
+from resources_servers.swe.runners import parse_pytest
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXAMPLES = [json.loads(line) for line in (DATA / "example.jsonl").read_text().splitlines()]
