@@ -23,6 +23,7 @@ def warm_up() -> None:
 # Some generator checkers give shaped partial credit (complex_arithmetic: exp(-distance));
 # the environment's reward is binary, the raw score stays on the record.
 CORRECT_AT = 0.99
+CLOSED_FORM_SECONDS = 3
 
 
 def check_math(answer: str, expected: str, checker: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +46,40 @@ def _math_verify(answer: str, expected: str) -> dict[str, Any]:
         raise ValueError(f"expected answer {expected!r} does not parse")
     predicted = parse(f"\\boxed{{{answer}}}")
     correct = bool(predicted) and bool(verify(gold, predicted))
-    return {"score": 1.0 if correct else 0.0, "parsed": [str(p) for p in predicted[:1]]}
+    result = {"score": 1.0 if correct else 0.0, "parsed": [str(p) for p in predicted[:1]]}
+    if not correct and predicted and _closed_forms_equal(gold[0], predicted[0]):
+        result |= {"score": 1.0, "proof": "closed_form"}  # an identity math-verify did not find
+    return result
+
+
+def _closed_forms_equal(a: Any, b: Any, seconds: int = CLOSED_FORM_SECONDS) -> bool:
+    """Prove a == b for two exact closed-form numbers (no symbols, no floats): their difference
+    simplifies to 0, or its minimal polynomial is x (an exact algebraic proof, e.g. sums and
+    products of cosines of rational multiples of pi). Bounded in time (SIGALRM: the verifier
+    worker runs checks on its main thread); anything unproven stays not equal, so this adds no
+    false positives."""
+    import signal
+
+    import sympy
+
+    if not all(isinstance(x, sympy.Expr) and x.is_number and not x.has(sympy.Float) for x in (a, b)):
+        return False
+
+    def stop(signum, frame):
+        raise TimeoutError
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        difference = (a - b).doit()  # sums and products written out
+        if sympy.simplify(difference) == 0:
+            return True
+        return sympy.minimal_polynomial(difference, sympy.Symbol("x")) == sympy.Symbol("x")
+    except Exception:  # noqa: BLE001 - not algebraic, too slow, unsupported: not proven, so not equal
+        return False
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @lru_cache(maxsize=64)

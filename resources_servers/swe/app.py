@@ -28,7 +28,14 @@ from prorl_gym.resources.server import (
 from prorl_gym.sandbox import Sandbox, SandboxSpec
 from prorl_gym.verify.pool import VerifierError
 from resources_servers.swe.evaluate import agent_diff, evaluate_patch
-from resources_servers.swe.repos import RepoPrepError, prepare_repo, repo_env, stage_repo, task_spec
+from resources_servers.swe.repos import (
+    RepoPrepError,
+    prepare_repo,
+    prepare_test_env,
+    repo_env,
+    stage_repo,
+    task_spec,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,7 +92,12 @@ class SweResourcesServer(SandboxResourcesServer):
         return REPO_ROOT / self.config.repo_cache_dir
 
     async def sandbox_spec(self, row: SweTask) -> SandboxSpec:
-        return task_spec(self.config.sandbox, row, await prepare_repo(row, self.cache_dir))
+        return task_spec(self.config.sandbox, row, *await self._prepared(row))
+
+    async def _prepared(self, row: SweTask) -> tuple[Path | None, Path | None]:
+        """The row's repository and test environment on the host (built on first use, then cached)."""
+        python = self.config.sandbox.kernel_python
+        return await prepare_repo(row, self.cache_dir), await prepare_test_env(row, python, self.cache_dir)
 
     async def stage_task(self, sandbox: Sandbox, row: SweTask) -> None:
         await stage_repo(sandbox, row)
@@ -94,10 +106,11 @@ class SweResourcesServer(SandboxResourcesServer):
         try:
             repo_path = repo_env(body, self.config.sandbox.workspace).repo_path
             patch = await agent_diff(sandbox, body.base_commit, repo_path) if sandbox is not None else ""
-            repo_dir = await prepare_repo(body, self.cache_dir)
+            repo_dir, test_env = await self._prepared(body)
         except RepoPrepError as exc:  # the task's repository cannot be built: the eval machinery failed
             raise VerifierError(str(exc)) from exc
-        return await evaluate_patch(body, patch, self.config.sandbox, repo_dir, self.config.eval_timeout_s)
+        spec, timeout = self.config.sandbox, self.config.eval_timeout_s
+        return await evaluate_patch(body, patch, spec, repo_dir, timeout, test_env=test_env)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from typing import Any
 
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxFileNotFound, SandboxSpec, create_sandbox
 from prorl_gym.verify.pool import VerifierError
-from resources_servers.swe.repos import GIT, REPO_MOUNT, RepoEnv, field, repo_env, stage_repo, task_spec
+from resources_servers.swe.repos import ENV_MOUNT, GIT, REPO_MOUNT, RepoEnv, field, repo_env, stage_repo, task_spec
 from resources_servers.swe.runners import GUARD_SOURCES, TestRunner, Verdict, judge, runner_for
 
 TEST_DIRS = {"tests", "test", "testing"}
@@ -154,7 +154,8 @@ APPLY_TEST_PATCH = "cd {repo} && " + GIT + " apply --whitespace=nowarn {work}/te
 # The tests under their runner's guard: the guard's key is on fd 9 only (its file deleted first).
 RUN_TESTS = (
     "( exec 9< {work}/guard.key && rm -f {work}/guard.key && cd {repo} && {activate} && {runner_env} && "
-    "export PRORL_GUARD_KEY_FD=9 PRORL_GUARD_REPORT={work}/guard.report PRORL_GUARD_CONFTESTS={conftests} && "
+    "export PRORL_GUARD_KEY_FD=9 PRORL_GUARD_REPORT={work}/guard.report PRORL_GUARD_CONFTESTS={conftests} "
+    "PRORL_GUARD_TRUSTED={trusted} && "
     "timeout -k 5 {timeout} {command} ) > {work}/tests.log 2>&1; echo TESTS_RC=$?"
 )
 LIST_CONFTESTS = "cd {repo} && " + GIT + " ls-files -z -- '*conftest.py' > {work}/conftests"
@@ -190,7 +191,12 @@ def plan_grading(row: Any, patch: str, env: RepoEnv) -> Grading:
 
 
 async def evaluate_patch(
-    row: Any, patch: str, spec: SandboxSpec, repo_dir: Path | None, timeout_s: float = 300.0
+    row: Any,
+    patch: str,
+    spec: SandboxSpec,
+    repo_dir: Path | None,
+    timeout_s: float = 300.0,
+    test_env: Path | None = None,
 ) -> dict:
     """Grade `patch` for `row` in a fresh sandbox: apply, neutralise test edits, run the tests, score."""
     env = repo_env(row, spec.workspace)
@@ -207,7 +213,7 @@ async def evaluate_patch(
     fields["test_files_dropped"] = grading.dropped
     if not grading.kept_patch.strip():
         return fields | {"reward": 0.0, "patch_applied": False, "reason": "the patch only changes test files"}
-    eval_spec = task_spec(spec, row, repo_dir)
+    eval_spec = task_spec(spec, row, repo_dir, test_env)
     eval_spec = eval_spec.model_copy(
         update={"network": False, "env": eval_spec.env | {"PYTHONDONTWRITEBYTECODE": "1"}}
     )
@@ -233,8 +239,9 @@ async def evaluate_patch(
         if grading.test_patch:
             await _apply_test_patch(sb, repo, grading.test_patch)
         runner = runner_for(field(row, "test_runner"))
+        trusted = ENV_MOUNT if test_env is not None else ""  # read-only: its code may implement runner hooks
         verdict, log_text, timed_out = await _run_tests(
-            sb, repo_path, runner, env.activate, grading.test_ids, timeout_s
+            sb, repo_path, runner, env.activate, grading.test_ids, timeout_s, trusted
         )
     return fields | {"test_runner": runner.name} | _score(grading, verdict, log_text, timed_out, started)
 
@@ -256,7 +263,7 @@ async def _apply_test_patch(sb: Sandbox, repo: str, test_patch: str) -> None:
 
 
 async def _run_tests(
-    sb: Sandbox, repo_path: str, runner: TestRunner, activate: str, ids: list[str], timeout_s: float
+    sb: Sandbox, repo_path: str, runner: TestRunner, activate: str, ids: list[str], timeout_s: float, trusted: str
 ) -> tuple[Verdict, str, bool]:
     """Run `ids` and two fresh canaries under the runner's guard; (verdict, log tail, timed out)."""
     repo, canaries, key = shlex.quote(repo_path), runner.canaries(), secrets.token_hex(32)
@@ -274,6 +281,7 @@ async def _run_tests(
         activate=activate or "true",
         runner_env=runner.environment(GUARD_DIR),
         conftests=shlex.quote(conftests),
+        trusted=shlex.quote(trusted),
         timeout=int(timeout_s),
         command=runner.command([*ids, canaries.must_pass, canaries.must_fail], GUARD_DIR),
     )

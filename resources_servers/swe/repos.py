@@ -41,6 +41,10 @@ from prorl_gym.errors import ProrlError
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec
 from prorl_gym.sandbox.spec import REPO_ROOT, Bind
 
+ENV_MOUNT = "/task/env"  # the task's test environment inside sandboxes, read-only (site-packages/ on PYTHONPATH)
+# Distributions of the test runner itself: a test environment never brings its own (the
+# sandbox's are used), so a requirement cannot swap the runner the grader relies on.
+RUNNER_DISTRIBUTIONS = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py", "exceptiongroup", "tomli")
 REPO_MOUNT = "/task/repo"  # the prepared repository inside sandboxes, read-only (as app.py binds it)
 DEFAULT_CACHE = REPO_ROOT / "data" / "swe" / "cache"
 DEFAULT_IMAGE_REPO = "/testbed"
@@ -122,15 +126,23 @@ def pythonpath_of(env: RepoEnv) -> str:
     return "" if not env.pythonpath else os.path.normpath(os.path.join(env.repo_path, env.pythonpath))
 
 
-def task_spec(spec: SandboxSpec, row: Any, repo_dir: Path | None) -> SandboxSpec:
-    """The sandbox for this task: the config's spec plus the repository (bound, or the image)."""
+def task_spec(spec: SandboxSpec, row: Any, repo_dir: Path | None, test_env: Path | None = None) -> SandboxSpec:
+    """The sandbox for this task: the config's spec plus the repository (bound, or the image) and its
+    test environment (bound read-only, after the repository on PYTHONPATH)."""
     env = repo_env(row, spec.workspace)
-    extra = {"PYTHONPATH": pythonpath_of(env)} if env.pythonpath else {}
+    paths = [pythonpath_of(env)] if env.pythonpath else []
+    if test_env is not None:
+        paths.append(f"{ENV_MOUNT}/site-packages")
+    extra = {"PYTHONPATH": ":".join(paths)} if paths else {}
+    binds = [b for b in spec.binds if b.dst not in (REPO_MOUNT, ENV_MOUNT)]
+    if test_env is not None:
+        binds.append(Bind(src=str(test_env), dst=ENV_MOUNT))
     if env.kind == "image":  # the image's repository belongs to its root: let git (ours, the agent's) use it
-        return spec.model_copy(update={"image": env.image, "env": spec.env | extra | GIT_SAFE}, deep=True)
+        update = {"image": env.image, "env": spec.env | extra | GIT_SAFE, "binds": binds}
+        return spec.model_copy(update=update, deep=True)
     if repo_dir is None:
         raise RepoPrepError("a local SWE row needs its prepared repository (prepare_repo)")
-    binds = [b for b in spec.binds if b.dst != REPO_MOUNT] + [Bind(src=str(repo_dir), dst=REPO_MOUNT)]
+    binds.append(Bind(src=str(repo_dir), dst=REPO_MOUNT))
     return spec.model_copy(update={"binds": binds, "env": spec.env | extra}, deep=True)
 
 
@@ -199,6 +211,16 @@ def extract_sdist(archive: Path, dest: Path) -> None:
             tar.extractall(tmp, filter="data")
         (top,) = Path(tmp).iterdir()
         top.rename(dest)
+
+
+def _drop_runner(site: Path) -> None:
+    """Remove what a test environment brought of the test runner itself (see RUNNER_DISTRIBUTIONS)."""
+    for entry in site.iterdir():
+        if entry.name.removesuffix(".py").split("-", 1)[0].lower() in RUNNER_DISTRIBUTIONS:
+            if entry.is_dir():
+                shutil.rmtree(entry, ignore_errors=True)
+            else:
+                entry.unlink(missing_ok=True)
 
 
 def _add_gitignore(repo: Path) -> None:
@@ -271,6 +293,41 @@ class RepoCache:
         (archive,) = list(folder.iterdir())
         return archive
 
+    async def test_env(self, requirements: list[str], python: str) -> Path:
+        """envs/<key>/site-packages: the pinned requirements installed for `python` (pip --target),
+        once per set and interpreter; built in a temporary directory and renamed into place,
+        readable by the sandbox uid. Pins are required: an environment must be reproducible."""
+        loose = [r for r in requirements if "==" not in r]
+        if loose:
+            raise RepoPrepError(f"test requirements must be pinned (name==version): {loose}")
+        version = (await run_command([python, "-c", "import sys; print(sys.version.split()[0])"])).strip()
+        key = hashlib.sha256(json.dumps([sorted(requirements), version]).encode()).hexdigest()[:16]
+        target = self.cache_dir / "envs" / key
+        async with self._lock(f"env-{key}"):
+            if not target.is_dir():
+                await self._build_env(requirements, python, target)
+        return target
+
+    async def _build_env(self, requirements: list[str], python: str, target: Path) -> None:
+        await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
+        work = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=".env-", dir=target.parent))
+        try:
+            site = work / "site-packages"
+            pip = [python, "-m", "pip", "install", "--quiet", "--no-input", "--disable-pip-version-check"]
+            try:
+                await run_command([*pip, "--target", str(site), *requirements])
+            except RepoPrepError as exc:
+                raise RepoPrepError(f"the test environment {requirements} could not be built: {exc}") from None
+            await asyncio.to_thread(_drop_runner, site)
+            await asyncio.to_thread(make_readable, work, self.cache_dir)
+            try:
+                await asyncio.to_thread(os.rename, work, target)
+            except OSError:
+                if not target.is_dir():  # not a lost race: a real failure
+                    raise
+        finally:
+            await asyncio.to_thread(shutil.rmtree, work, True)
+
     async def _build(self, env: dict, target: Path, base_commit: str | None) -> None:
         archive = await self.sdist(env["sdist"], env.get("sha256", ""))
         await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
@@ -305,6 +362,15 @@ _caches: dict[Path, RepoCache] = {}
 
 async def prepare_repo(row: Any, cache_dir: Path | str = DEFAULT_CACHE) -> Path | None:
     """The prepared repository for a row (see RepoCache.prepare); one cache per directory."""
+    return await _cache(cache_dir).prepare(row)
+
+
+async def prepare_test_env(row: Any, python: str, cache_dir: Path | str = DEFAULT_CACHE) -> Path | None:
+    """The row's test environment (its recipe's `test_requires`), installed for `python`; None without one."""
+    requirements = environment_of(row).get("test_requires") or []
+    return await _cache(cache_dir).test_env(list(requirements), python) if requirements else None
+
+
+def _cache(cache_dir: Path | str) -> RepoCache:
     path = Path(cache_dir).resolve()
-    cache = _caches.setdefault(path, RepoCache(path))
-    return await cache.prepare(row)
+    return _caches.setdefault(path, RepoCache(path))

@@ -57,3 +57,19 @@ def test_every_example_row_accepts_its_gold_answer_and_rejects_a_wrong_one():
 def test_a_malformed_checker_is_an_error_not_a_score():
     with pytest.raises(ValueError):
         check_math("1", "1", {"kind": "nonsense"})
+
+
+@pytest.mark.parametrize(
+    "answer,expected,correct",
+    [
+        ("-\\frac{1}{2}", "\\cos(\\frac{2\\pi}{7})+\\cos(\\frac{4\\pi}{7})+\\cos(\\frac{6\\pi}{7})", True),
+        ("\\frac{1}{8}", "\\prod_{k=1}^{3}\\cos(\\frac{k\\pi}{7})", True),
+        ("\\frac{1}{7}", "\\prod_{k=1}^{3}\\cos(\\frac{k\\pi}{7})", False),
+        ("\\frac{355}{113}", "\\pi", False),  # close, not equal: never proven
+        ("\\cos(\\frac{\\pi}{7})", "\\frac{1}{2}", False),
+    ],
+)
+def test_identities_math_verify_misses_are_proven_exactly_and_only_those(answer, expected, correct):
+    result = check_math(answer, expected, {"kind": "math_verify"})
+    assert result["correct"] is correct
+    assert (result.get("proof") == "closed_form") is (correct and "cos" in expected)

@@ -102,37 +102,48 @@ async def test_an_honest_fix_with_a_harmless_import_time_statement_still_resolve
 # ---------------------------------------------------------------------- unittest
 
 
-def unittest_repo(tmp_path: Path) -> dict:
-    """A git repository whose suite runs with `python -m unittest`, and a task row for its bug."""
-    repo = tmp_path / "calc"
-    (repo / "calc").mkdir(parents=True)
-    (repo / "tests").mkdir()
-    (repo / "calc" / "__init__.py").write_text(
-        "def add(a, b):\n    return a - b  # the bug\n\n\ndef neg(a):\n    return -a\n"
+def make_repo(path: Path, files: dict[str, str]) -> str:
+    """A git repository at path holding files (readable by the sandbox uid); its one commit."""
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(textwrap.dedent(text))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", "-C", str(path)]
+    subprocess.run(["git", "init", "-q", str(path)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    subprocess.run(["chmod", "-R", "a+rX", str(path)], check=True)
+    return subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+FIX_ADD = (
+    "diff --git a/calc/__init__.py b/calc/__init__.py\n--- a/calc/__init__.py\n+++ b/calc/__init__.py\n"
+    "@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b  # the bug\n+    return a + b\n"
+)
+
+
+def unittest_repo(root: Path) -> dict:
+    """A repository whose suite runs with `python -m unittest`, and a task row for its bug."""
+    head = make_repo(
+        root / "calc",
+        {
+            "calc/__init__.py": "def add(a, b):\n    return a - b  # the bug\n\n\ndef neg(a):\n    return -a\n",
+            "tests/__init__.py": "",
+            "tests/test_calc.py": '''
+                import unittest
+
+                from calc import add, neg
+
+
+                class TestAdd(unittest.TestCase):
+                    def test_add(self):
+                        """Adding two numbers."""
+                        self.assertEqual(add(2, 3), 5)
+
+                    def test_neg(self):
+                        self.assertEqual(neg(2), -2)
+                ''',
+        },
     )
-    (repo / "tests" / "__init__.py").write_text("")
-    (repo / "tests" / "test_calc.py").write_text(
-        textwrap.dedent('''
-        import unittest
-
-        from calc import add, neg
-
-
-        class TestAdd(unittest.TestCase):
-            def test_add(self):
-                """Adding two numbers."""
-                self.assertEqual(add(2, 3), 5)
-
-            def test_neg(self):
-                self.assertEqual(neg(2), -2)
-        ''')
-    )
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
-    subprocess.run([*git, "-C", str(repo), "add", "-A"], check=True)
-    subprocess.run([*git, "-C", str(repo), "commit", "-qm", "base"], check=True)
-    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    subprocess.run(["chmod", "-R", "a+rX", str(tmp_path)], check=True)
     return {
         "instance_id": "calc__1.add",
         "base_commit": head,
@@ -140,11 +151,8 @@ def unittest_repo(tmp_path: Path) -> dict:
         "PASS_TO_PASS": ["tests.test_calc.TestAdd.test_neg"],
         "test_patch": "",
         "test_runner": "unittest",
-        "environment": {"repo_dir": str(repo), "pythonpath": "."},
-        "patch": (
-            "diff --git a/calc/__init__.py b/calc/__init__.py\n--- a/calc/__init__.py\n+++ b/calc/__init__.py\n"
-            "@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b  # the bug\n+    return a + b\n"
-        ),
+        "environment": {"repo_dir": str(root / "calc"), "pythonpath": "."},
+        "patch": FIX_ADD,
     }
 
 
