@@ -57,6 +57,7 @@ from prorl_gym.testing import supervised_server
 FAULTS = ("policy", "sandbox", "shell", "kernel", "hang", "verifier", "server", "agent")
 STATEFUL = {"swe"}  # its gold answer is the sandbox's state: no shell/kernel/hang faults there
 SANDBOX_UID = 100_000
+IDLE_S = 40  # before measuring idle servers: longer than any keep-alive (aiohttp 15 s, uvicorn 30 s)
 
 
 @dataclass
@@ -397,9 +398,11 @@ def soak_steady(concurrency: int, minutes: float, log_dir: Path) -> dict:
     with soak_stack([math], log_dir, latency_ms=500, run_workers=concurrency) as soak:
         url, rows = soak.agents["math"], read_jsonl(math.example)
 
-        def idle_footprint() -> tuple[int, int]:
-            time.sleep(5)  # the last sandboxes close
-            return footprint(server_processes(soak.stack.session))
+        def idle_footprint() -> tuple[int, int, dict[str, int]]:
+            time.sleep(IDLE_S)  # the last sandboxes close, idle keep-alive connections expire
+            pids = server_processes(soak.stack.session)
+            rss, fds = footprint(pids)
+            return rss, fds, {Path(os.readlink(f"/proc/{p}/cwd")).name: footprint([p])[1] for p in pids}
 
         warmup = asyncio.run(run_steady(url, rows, concurrency, 60))
         before = idle_footprint()
@@ -417,6 +420,7 @@ def soak_steady(concurrency: int, minutes: float, log_dir: Path) -> dict:
         "fds_after_warmup": before[1],
         "fds_end": after[1],
         "fd_growth": after[1] - before[1],
+        "fds_by_server": {name: [before[2].get(name), fds] for name, fds in after[2].items()},
         "targets": {"rss_growth_pct": 10, "fd_growth": 16},
     }
 

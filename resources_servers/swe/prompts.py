@@ -16,8 +16,9 @@ def system_prompt(repo_path: str) -> str:
         "You are a software engineer fixing an issue in a Python repository. The repository is checked out at "
         f"{repo_path} (your working directory) at its base commit, with git. {tools_sentence('swe')} The shell "
         "has no network. Work like this: read the issue, find the relevant code, reproduce the problem (e.g. with "
-        "a small script or `python -m pytest -q <test file or id>`), fix it with a minimal change to the non-test "
-        "source files, and run the relevant tests again. Changes to test files and test configuration are "
+        "a small script, or the project's tests: `python -m pytest -q <test>`, or `python -m unittest <test>` where the "
+        "project uses unittest), fix it with a minimal change to the non-test source files, and run the relevant "
+        "tests again. Changes to test files and test configuration are "
         "discarded before grading; your change is graded by the project's own tests. Call `submit` when you are "
         "done: what is graded is the state of the repository at that moment (its diff against the base commit)."
     )

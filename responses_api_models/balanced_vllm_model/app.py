@@ -36,6 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.metrics import ServerMetrics
+from prorl_gym.supervise import supervised
 from responses_api_models.balanced_vllm_model.balancer import Unavailable, normalize_url
 from responses_api_models.balanced_vllm_model.pool import BalancerSettings, EndpointPool, Lease
 from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
@@ -80,6 +81,11 @@ class BalancedVLLMModel(VLLMModel):
         self._call_seconds = self._metrics.histogram("prorl_policy_call_seconds", doc, ("endpoint", "outcome"))
         healthy = self._metrics.gauge("prorl_policy_endpoints_healthy", "Policy endpoints that take new sessions")
         healthy.set_function(lambda: sum(e.healthy for e in self._pool.balancer.endpoints))
+
+    @classmethod
+    def run_webserver(cls):
+        """As NeMo Gym's, under a supervisor that starts the server again if it dies (prorl_gym/supervise.py)."""
+        return supervised(super().run_webserver)
 
     @property
     def pool(self) -> EndpointPool:

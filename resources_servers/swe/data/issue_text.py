@@ -19,7 +19,7 @@ from resources_servers.swe.evaluate import is_protected
 
 if TYPE_CHECKING:
     from resources_servers.swe.data.mutations import Mutation
-    from resources_servers.swe.data.prepare import Project
+    from resources_servers.swe.data.projects import Project
 
 TITLES = [
     "`{name}` {symptom}",
@@ -41,6 +41,29 @@ def failure_block(log: str, test_id: str) -> str:
     head = ".".join(test_id.split("::")[1:])
     pairs = list(zip(blocks[1::2], blocks[2::2]))
     return next((b for h, b in pairs if h == head or h.startswith(head + " ")), pairs[0][1] if pairs else "")
+
+
+def unittest_failure(
+    log: str, test_id: str, workspace: str = "/workspace"
+) -> tuple[list[str], tuple[str, int] | None]:
+    """(error lines, (test file, line) where it failed) of one test from a `unittest -v` log."""
+    name = test_id.rsplit(".", 1)[-1]
+    blocks = re.split(r"^={40,}\n(?:FAIL|ERROR): ", log, flags=re.M)
+    block = next((b for b in blocks[1:] if b.startswith(f"{name} (") and test_id in b.split("\n", 1)[0]), "")
+    block = block.split("\n" + "-" * 40)[1] if "\n" + "-" * 40 in block else block
+    frames = re.findall(r'File "(.+?\.py)", line (\d+), in \S+', block)
+    frame = next(
+        (
+            (path.removeprefix(f"{workspace}/"), int(line))
+            for path, line in frames
+            if is_protected(path.removeprefix(f"{workspace}/"), set())
+        ),
+        None,
+    )
+    errors = [
+        x for x in block.split("Traceback (most recent call last):")[-1].splitlines() if x and not x.startswith(" ")
+    ]
+    return errors, frame
 
 
 def reproduction(tree: Path, test_file: str, line: int) -> str | None:
@@ -81,21 +104,22 @@ def problem_statement(
     project: Project, m: Mutation, broken: list[str], log: str, tree: Path, rng: random.Random
 ) -> str:
     test = broken[0]
-    block = failure_block(log, test)
-    errors = [
-        re.sub(r"0x[0-9a-fA-F]{6,}", "0x...", re.sub(r"^E {0,3}", "", x))[:200]
-        for x in block.splitlines()
-        if x.startswith("E ")
-    ]
+    if project.runner == "unittest":
+        raw, frame = unittest_failure(log, test)
+    else:
+        block = failure_block(log, test)
+        raw = [re.sub(r"^E {0,3}", "", x) for x in block.splitlines() if x.startswith("E ")]
+        found = next(
+            (f for f in re.finditer(r"^(\S+\.py):(\d+): in \S+$", block, re.M) if is_protected(f[1], set())), None
+        )
+        frame = (found[1], int(found[2])) if found else None
+    errors = [re.sub(r"0x[0-9a-fA-F]{6,}", "0x...", x)[:200] for x in raw]
     errors = [
         e
         for n, e in enumerate(errors)
         if e.strip() and e not in errors[:n] and not e.lstrip().startswith(("Use -v", "Full diff"))
     ][:8]
-    frame = next(
-        (f for f in re.finditer(r"^(\S+\.py):(\d+): in \S+$", block, re.M) if is_protected(f[1], set())), None
-    )
-    repro = reproduction(tree, frame[1], int(frame[2])) if frame else None
+    repro = reproduction(tree, *frame) if frame else None
     first = errors[0] if errors else ""
     exc = first.split(":")[0].strip()
     symptom = (
@@ -113,7 +137,7 @@ def problem_statement(
         "path": m.path,
         "project": project.name,
         "version": project.version,
-        "test_file": test.split("::")[0],
+        "test_file": test.split("::")[0] if project.runner == "pytest" else frame[0] if frame else test,
     }
     parts = [rng.choice(TITLES).format(**fields), ""]
     if repro:
@@ -122,7 +146,10 @@ def problem_statement(
         parts += [f"`{fields['qual']}` {symptom}: the check `{test}` of the test suite fails.", ""]
     if errors:
         parts += [rng.choice(OUTCOMES), "", "```", *errors, "```", ""]
-    others = sorted({t.split("::")[-1].split("[")[0] for t in broken[1:]} - {test.split("::")[-1].split("[")[0]})
+    short = (
+        (lambda t: t.split("::")[-1].split("[")[0]) if project.runner == "pytest" else (lambda t: t.rsplit(".", 1)[-1])
+    )
+    others = sorted({short(t) for t in broken[1:]} - {short(test)})
     if others:
         parts.append(
             f"Other tests fail the same way: {', '.join(f'`{o}`' for o in others[:4])}{' and more' if len(others) > 4 else ''}."

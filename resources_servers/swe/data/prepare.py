@@ -2,87 +2,85 @@
 # SPDX-License-Identifier: Apache-2.0
 """Build SWE tasks offline from real PyPI projects by injecting realistic bugs (SWE-smith style).
 
-    python resources_servers/swe/data/prepare.py [--per-project 12] [--seed 0] [--workers 2] [--out DIR]
+    python resources_servers/swe/data/prepare.py [--per-project 22] [--seed 0] [--workers 2] [--out DIR]
 
-For each project (a pure-Python sdist whose own pytest suite passes with nothing but
-pytest): download the sdist (sha256-pinned, cached), run its suite twice in our sandbox
-(the sandbox's Python and the evaluator's pytest flags; tests passing both times are
-"stable"), then try small mutations of function bodies (flipped comparison, and/or swap,
-dropped `not`, off-by-one constant, +/- swap, swapped call arguments, changed default,
-dropped statement or branch), in a seeded order. A mutation becomes a task when it breaks
-1-20 stable tests and nothing else: FAIL_TO_PASS = those tests, PASS_TO_PASS = up to 50
-stable tests of the same files, gold `patch` = the reverse diff, `test_patch` = "" (the
-tests are in the repo), problem statement written from the first failure. Every task is
-then checked through the real evaluator: the gold patch scores 1.0, and a no-op patch
-leaves every FAIL_TO_PASS test failing and every PASS_TO_PASS test passing.
-Writes <out>/tasks.jsonl and <out>/example.jsonl (5 rows, at least 2 projects).
+For each project (data/projects.py: a pure-Python sdist whose own suite passes in our sandbox
+with its pinned test requirements; pytest or unittest): download the sdist (sha256-pinned,
+cached), build its test environment, run its suite twice in our sandbox (the sandbox's Python,
+the runner as the evaluator runs it; tests passing both times are "stable"), the first time
+under coverage with one context per test, so each function's covering tests are known. Then try
+small mutations of function bodies (flipped comparison, and/or swap, dropped `not`, off-by-one
+constant, +/- swap, swapped call arguments, changed default, dropped statement or branch), in a
+seeded order, one task per function at most. A mutation runs only the stable tests that cover
+its function (a function no test reaches is skipped without a run: no test could tell); it
+becomes a task when it breaks 1-20 of them: FAIL_TO_PASS = those, PASS_TO_PASS = up to 50
+stable tests of the same files, gold `patch` = the reverse diff, problem statement written from
+the first failure. Every task is then checked through the real evaluator, in parallel: the gold
+patch scores 1.0, and a no-op patch leaves every FAIL_TO_PASS test failing and every PASS_TO_PASS
+test passing. Writes <out>/tasks.jsonl and <out>/example.jsonl (5 rows, 5 projects).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
 import difflib
 import hashlib
 import json
 import os
 import random
+import shlex
 import shutil
+import sqlite3
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.spec import Bind
 from resources_servers.swe.data.issue_text import problem_statement
-from resources_servers.swe.data.mutations import Mutation, mutations, ordered
+from resources_servers.swe.data.mutations import Mutation, functions, mutations, ordered
+from resources_servers.swe.data.projects import PROJECTS, Project
 from resources_servers.swe.evaluate import evaluate_patch, is_protected
 from resources_servers.swe.prompts import build_row
-from resources_servers.swe.repos import REPO_MOUNT, RepoCache, extract_sdist, make_readable, run_command
-from resources_servers.swe.runners import PYTEST_ARGS, parse_pytest
+from resources_servers.swe.repos import ENV_MOUNT, REPO_MOUNT, RepoCache, extract_sdist, make_readable, run_command
+from resources_servers.swe.runners import PYTEST_ARGS, runner_for
 
 OUT = Path(__file__).resolve().parent
-PYTEST = f"python -m pytest {PYTEST_ARGS}"  # exactly the evaluator's flags
+COVERAGE = "coverage==7.13.5"  # in the preparation's environment only, never in a task's
+COVERAGE_RC = "[run]\nsource = {source}\nrelative_files = True\n"
+# The suite under coverage, one context per test named by the test's own id (switched by the runner at
+# each test's start: much cheaper than coverage's dynamic_context, which inspects every new frame).
+COVER = """import sys, coverage
+cov = coverage.Coverage(config_file="/tmp/coverage.rc")
+cov.start()
+if sys.argv[1] == "pytest":
+    import pytest
+    class Switch:
+        def pytest_runtest_setup(self, item):
+            cov.switch_context(item.nodeid)
+    pytest.main(sys.argv[2:], plugins=[Switch()])
+else:
+    import unittest
+    class Result(unittest.TextTestResult):
+        def startTest(self, test):
+            cov.switch_context(test.id())
+            super().startTest(test)
+    runner = unittest.TextTestRunner(verbosity=2, resultclass=Result)
+    unittest.main(module=None, argv=["python -m unittest", *sys.argv[2:]], testRunner=runner, exit=False)
+cov.stop()
+cov.save()
+"""
+MAX_COVERING = 300  # a function more tests reach than this is left out (its bugs would break too many)
 NOOP = "diff --git a/.prorl-noop b/.prorl-noop\nnew file mode 100644\n--- /dev/null\n+++ b/.prorl-noop\n@@ -0,0 +1 @@\n+noop\n"
-
-
-@dataclass(frozen=True)
-class Project:
-    name: str
-    version: str
-    repo: str  # on GitHub, as SWE-bench's `repo`
-    sha256: str
-    pythonpath: str
-    tests: str  # what the suite runs
-
-
-PROJECTS = [
-    Project(
-        "toolz",
-        "1.2.0",
-        "pytoolz/toolz",
-        "9667a038e9d6ecba37995e26cb2f59ec6420b6ad8dd9677de59db9b956b08490",
-        ".",
-        "toolz",
-    ),
-    Project(
-        "sqlparse",
-        "0.6.1",
-        "andialbrecht/sqlparse",
-        "ca722573f848ff2d30e40ea30f53a104b7dea7635ea9285891263eb2c58fb6e7",
-        ".",
-        "tests",
-    ),
-    Project(
-        "cachetools",
-        "8.0.1",
-        "tkem/cachetools",
-        "deb1d376d4d28c2f33f3e3058043b005e0af75c35c094bd54053e27d2906ad95",
-        "src",
-        "tests",
-    ),
-]
+LIST_UNITTEST = (
+    "import sys, unittest\n"
+    "def walk(s):\n"
+    "    for t in s:\n"
+    "        yield from walk(t) if isinstance(t, unittest.TestSuite) else [t.id()]\n"
+    "print('\\n'.join(walk(unittest.defaultTestLoader.discover(sys.argv[1], top_level_dir='.'))))\n"
+)
 
 
 def unified(path: str, old: str, new: str) -> str:
@@ -90,106 +88,193 @@ def unified(path: str, old: str, new: str) -> str:
     return f"diff --git a/{path} b/{path}\n" + "".join(lines)
 
 
-class Runner:
+class Workspace:
     """One sandbox with the pristine tree in its workspace, running the suite as evaluation does."""
 
-    def __init__(self, project: Project, tree: Path, root: str):
-        pp = os.path.normpath(f"/workspace/{project.pythonpath}")
+    def __init__(self, project: Project, tree: Path, env: Path, root: str):
+        pythonpath = os.path.normpath(f"/workspace/{project.pythonpath}")
         self.spec = SandboxSpec(
             root_dir=root,
-            binds=[Bind(src=str(tree), dst=REPO_MOUNT)],
-            command_timeout_s=300,
-            env={"PYTHONPATH": pp, "PYTHONDONTWRITEBYTECODE": "1"},
+            binds=[Bind(src=str(tree), dst=REPO_MOUNT), Bind(src=str(env), dst=ENV_MOUNT)],
+            command_timeout_s=600,
+            env={
+                "PYTHONPATH": f"{pythonpath}:{ENV_MOUNT}/site-packages",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONHASHSEED": "0",
+            },
         )
         self.project = project
+        self.runner = runner_for(project.runner)
+        # what coverage measures: the top-level packages and modules of the code bugs go into
+        base = Path(project.pythonpath)
+        self.packages = sorted({str(base / Path(p).relative_to(base).parts[0]) for p in sources(tree, project)})
 
-    async def __aenter__(self) -> Runner:
+    async def __aenter__(self) -> Workspace:
         self.sb = await create_sandbox(self.spec)
         await self.sb.bash(f"cp -a {REPO_MOUNT}/. /workspace/")
+        await self.sb.write_file("/tmp/coverage.rc", COVERAGE_RC.format(source=",".join(self.packages)))
+        await self.sb.write_file("/tmp/cover.py", COVER)
         return self
 
     async def __aexit__(self, *exc) -> None:
         await self.sb.close()
 
     async def collect(self) -> list[str]:
-        await self.sb.bash(f"cd /workspace && {PYTEST} --collect-only -q {self.project.tests} > /tmp/ids 2>&1")
-        text = (await self.sb.read_bytes("/tmp/ids")).decode()
-        return [line for line in text.splitlines() if "::" in line and not line.startswith(("=", " "))]
+        if self.project.runner == "unittest":
+            await self.sb.write_file("/tmp/list_tests.py", LIST_UNITTEST)
+            command = f"python /tmp/list_tests.py {shlex.quote(self.project.tests)}"
+        else:
+            command = f"python -m pytest -p no:cacheprovider -o addopts= --collect-only -q {self.project.tests}"
+        await self.sb.bash(f"cd /workspace && {command} > /tmp/ids 2>&1")
+        lines = (await self.sb.read_bytes("/tmp/ids")).decode().splitlines()
+        if self.project.runner == "unittest":
+            return [line for line in lines if line and not line.startswith(("unittest.loader", " "))]
+        return [line for line in lines if "::" in line and not line.startswith(("=", " "))]
 
-    async def suite(
-        self, ids: list[str], path: str | None = None, text: str | None = None
+    def _command(self, ids: list[str] | None) -> str:
+        if self.project.runner == "unittest":
+            if not ids:
+                return f"-m unittest discover -v -t . -s {self.project.tests}"
+            return f"-m unittest -v {' '.join(shlex.quote(t) for t in ids)}"
+        return f"-m pytest {PYTEST_ARGS} {' '.join(shlex.quote(t) for t in ids) if ids else self.project.tests}"
+
+    async def run(
+        self, ids: list[str], only: list[str] | None = None, mutated: Mutation | None = None, coverage: bool = False
     ) -> tuple[dict[str, str], str]:
-        """Statuses of all ids and the log, with `path` replaced by `text` for the run."""
-        original = await self.sb.read_file(f"/workspace/{path}") if path else None
-        if path:
-            await self.sb.write_file(f"/workspace/{path}", text)
+        """Statuses of `ids` and the log: the whole suite, or `only` those tests; with a mutation in place."""
+        original = await self.sb.read_file(f"/workspace/{mutated.path}") if mutated else None
+        if mutated:
+            await self.sb.write_file(f"/workspace/{mutated.path}", mutated.text)
+        command = self._command(only)
+        if coverage:  # `-m pytest ARGS` / `-m unittest ARGS` -> the cover script with the runner's name first
+            command = "/tmp/cover.py " + command.removeprefix("-m ")
         try:
             r = await self.sb.bash(
-                f"cd /workspace && timeout -k 5 30 {PYTEST} {self.project.tests} > /tmp/log 2>&1; echo RC=$?", 120
+                f"cd /workspace && timeout -k 5 300 python {command} > /tmp/log 2>&1; echo RC=$?", 400
             )
             log = (await self.sb.read_bytes("/tmp/log")).decode(errors="replace")
         finally:
-            if path:
-                await self.sb.write_file(f"/workspace/{path}", original)
-        return ({} if "RC=124" in r.output else parse_pytest(log, ids)), log
+            if mutated:
+                await self.sb.write_file(f"/workspace/{mutated.path}", original)
+        return ({} if "RC=124" in r.output else self.runner.parse(log, only or ids)), log
+
+    async def coverage(self) -> dict[str, dict[int, list[str]]]:
+        """file -> line -> the tests that ran it: coverage's data file (SQLite) read here, on the host."""
+        data = await self.sb.read_bytes("/workspace/.coverage")
+        return await asyncio.to_thread(lines_by_test, data)
+
+
+def lines_by_test(data: bytes) -> dict[str, dict[int, list[str]]]:
+    """Coverage's SQLite data (numbits per file and context, coverage 7) as file -> line -> contexts."""
+    with tempfile.NamedTemporaryFile(suffix=".coverage") as f:
+        f.write(data)
+        f.flush()
+        db = sqlite3.connect(f.name)
+        try:
+            files = dict(db.execute("SELECT id, path FROM file"))
+            contexts = dict(db.execute("SELECT id, context FROM context"))
+            found: dict[str, dict[int, list[str]]] = {}
+            for file_id, context_id, numbits in db.execute("SELECT file_id, context_id, numbits FROM line_bits"):
+                if not contexts[context_id]:
+                    continue  # import time, not a test
+                lines = found.setdefault(files[file_id], {})
+                for byte_index, byte in enumerate(numbits):
+                    for bit in range(8):
+                        if byte >> bit & 1:
+                            lines.setdefault(byte_index * 8 + bit, []).append(contexts[context_id])
+            return found
+        finally:
+            db.close()
+
+
+class Coverage:
+    """Which stable tests reach which function (a context per test, named by its id)."""
+
+    def __init__(self, tree: Path, contexts: dict[str, dict[int, list[str]]], stable: list[str]):
+        self.tree, self.contexts, self.stable = tree, contexts, set(stable)
+        self._spans: dict[str, dict[str, tuple[int, int]]] = {}
+
+    def tests(self, m: Mutation) -> list[str]:
+        spans = self._spans.get(m.path)
+        if spans is None:
+            module = ast.parse((self.tree / m.path).read_text())
+            spans = self._spans[m.path] = {q: (n.lineno, n.end_lineno) for q, n in functions(module)}
+        first, last = spans.get(m.function, (m.line, m.line))
+        lines = self.contexts.get(m.path, {})
+        return sorted({t for line in range(first, last + 1) for t in lines.get(line, []) if t in self.stable})
 
 
 async def build_project(project: Project, cache: RepoCache, args, root: str) -> list[dict]:
     started = time.monotonic()
+    python = SandboxSpec().kernel_python
     work = Path(await asyncio.to_thread(tempfile.mkdtemp, prefix=".pristine-", dir=cache.cache_dir))
     tree = work / "tree"
     try:
-        await asyncio.to_thread(
-            extract_sdist, await cache.sdist(f"{project.name}=={project.version}", project.sha256), tree
-        )
+        archive = await cache.sdist(f"{project.name}=={project.version}", project.sha256)
+        await asyncio.to_thread(extract_sdist, archive, tree)
         await asyncio.to_thread(make_readable, tree, cache.cache_dir)
-        runners = [Runner(project, tree, root) for _ in range(args.workers)]
-        await asyncio.gather(*(r.__aenter__() for r in runners))
+        env = await cache.test_env([*project.test_requires, COVERAGE], python)
+        workspaces = [Workspace(project, tree, env, root) for _ in range(args.workers)]
+        await asyncio.gather(*(w.__aenter__() for w in workspaces))
         try:
-            ids = await runners[0].collect()
-            runs = [await runners[0].suite(ids), await runners[-1].suite(ids)]  # twice: flaky tests are not "stable"
+            ids = await workspaces[0].collect()
+            runs = await asyncio.gather(workspaces[0].run(ids, coverage=True), workspaces[-1].run(ids))
             stable = sorted(t for t in ids if all(run[0].get(t) == "passed" for run in runs))
+            reach = Coverage(tree, await workspaces[0].coverage(), stable)
             print(
                 f"[{project.name}] {len(ids)} tests, {len(stable)} stable ({time.monotonic() - started:.1f}s)",
                 flush=True,
             )
             rng = random.Random(f"{args.seed}/{project.name}")
             candidates = await asyncio.to_thread(
-                lambda: ordered([m for p in sources(tree) for m in mutations(p, (tree / p).read_text())], rng)
+                lambda: ordered([m for p in sources(tree, project) for m in mutations(p, (tree / p).read_text())], rng)
             )
-            accepted, tried, functions = [], 0, set()
+            accepted, tried, functions_done = [], 0, set()
             while len(accepted) < args.per_project and candidates and tried < args.per_project * args.max_tries:
-                batch = [candidates.pop(0) for _ in range(min(len(runners), len(candidates)))]
+                batch = []
+                while candidates and len(batch) < len(workspaces):
+                    m = candidates.pop(0)
+                    covering = reach.tests(m) if (m.path, m.function) not in functions_done else []
+                    if 1 <= len(covering) <= MAX_COVERING:
+                        batch.append((m, covering))
+                if not batch:
+                    continue
                 tried += len(batch)
-                results = await asyncio.gather(*(r.suite(ids, m.path, m.text) for r, m in zip(runners, batch)))
-                for m, (status, log) in zip(batch, results):
-                    broken = [t for t in stable if status.get(t) != "passed"]
+                results = await asyncio.gather(
+                    *(w.run(ids, only=covering, mutated=m) for w, (m, covering) in zip(workspaces, batch))
+                )
+                for (m, covering), (status, log) in zip(batch, results):
+                    broken = [t for t in covering if status.get(t) != "passed"]
                     if (
                         status
                         and 1 <= len(broken) <= 20
-                        and (m.path, m.function) not in functions
+                        and (m.path, m.function) not in functions_done
                         and len(accepted) < args.per_project
                     ):
-                        functions.add((m.path, m.function))
+                        functions_done.add((m.path, m.function))
                         task = await asyncio.to_thread(describe, project, tree, m, broken, stable, log, rng)
                         repo = await cache.prepare(task)  # builds the base repository exactly as INIT will
                         accepted.append(
                             task | {"base_commit": (await run_command(["git", "rev-parse", "HEAD"], repo)).strip()}
                         )
         finally:
-            await asyncio.gather(*(r.__aexit__() for r in runners))
+            await asyncio.gather(*(w.__aexit__() for w in workspaces))
     finally:
         await asyncio.to_thread(shutil.rmtree, work, True)
     print(
-        f"[{project.name}] {len(accepted)} tasks from {tried} mutations ({time.monotonic() - started:.1f}s)",
+        f"[{project.name}] {len(accepted)} tasks from {tried} mutations run ({time.monotonic() - started:.1f}s)",
         flush=True,
     )
     return accepted
 
 
-def sources(tree: Path) -> list[str]:
+def sources(tree: Path, project: Project) -> list[str]:
     files = (str(p.relative_to(tree)) for p in tree.rglob("*.py"))
-    return sorted(p for p in files if not is_protected(p, set()) and not p.endswith("__main__.py"))
+    return sorted(
+        p
+        for p in files
+        if not is_protected(p, set()) and not p.endswith("__main__.py") and p not in project.skip_sources
+    )
 
 
 def describe(
@@ -197,8 +282,9 @@ def describe(
 ) -> dict:
     """The task in the SWE-bench schema (base_commit comes from building it)."""
     pristine = (tree / m.path).read_text()
-    files = {t.split("::")[0] for t in broken}
-    same_files = [t for t in stable if t.split("::")[0] in files and t not in broken]
+    file_of = (lambda t: t.split("::")[0]) if project.runner == "pytest" else (lambda t: t.rsplit(".", 2)[0])
+    files = {file_of(t) for t in broken}
+    same_files = [t for t in stable if file_of(t) in files and t not in broken]
     digest = hashlib.sha256(m.text.encode()).hexdigest()[:6]
     return {
         "instance_id": f"{project.name}__{project.version}.{m.function}.{m.kind}_{digest}",  # SWE-smith-like
@@ -216,7 +302,10 @@ def describe(
             "sha256": project.sha256,
             "bug_patch": unified(m.path, pristine, m.text),
             "pythonpath": project.pythonpath,
-        },
+        }
+        | ({"test_requires": list(project.test_requires)} if project.test_requires else {}),
+        "test_runner": project.runner,
+        "license": project.license,
         "mutation": {"kind": m.kind, "file": m.path, "function": m.function, "line": m.line},
     }
 
@@ -228,8 +317,10 @@ async def validate(tasks: list[dict], cache: RepoCache, root: str, workers: int)
     async def check(task: dict) -> bool:
         async with gate:
             repo = await cache.prepare(task)
-            gold = await evaluate_patch(task, task["patch"], spec, repo, 120)
-            noop = await evaluate_patch(task, NOOP, spec, repo, 120)
+            requires = task["environment"].get("test_requires")
+            env = await cache.test_env(requires, spec.kernel_python) if requires else None
+            gold = await evaluate_patch(task, task["patch"], spec, repo, 120, test_env=env)
+            noop = await evaluate_patch(task, NOOP, spec, repo, 120, test_env=env)
         ok = (
             gold["reward"] == 1.0
             and noop["fail_to_pass_passed"] == 0
@@ -246,17 +337,23 @@ async def validate(tasks: list[dict], cache: RepoCache, root: str, workers: int)
     return [t for t, ok in zip(tasks, keep) if ok]
 
 
-async def generate(args, root: str) -> list[dict]:
+async def generate(args, root: str, projects: list[Project]) -> list[dict]:
     cache = RepoCache()
     await asyncio.to_thread(cache.cache_dir.mkdir, parents=True, exist_ok=True)
-    tasks = [t for p in PROJECTS for t in await build_project(p, cache, args, root)]
-    return await validate(tasks, cache, root, args.workers)
+    tasks = [t for p in projects for t in await build_project(p, cache, args, root)]
+    started = time.monotonic()
+    kept = await validate(tasks, cache, root, args.workers)
+    print(f"validated {len(kept)} of {len(tasks)} tasks through the evaluator ({time.monotonic() - started:.0f}s)")
+    return kept
+
+
+EXAMPLE_PROJECTS = ("toolz", "sqlparse", "more-itertools", "humanize", "cachetools")  # pytest, unittest, a test env
 
 
 def pick_examples(tasks: list[dict]) -> list[dict]:
-    """5 rows: 2 + 2 + 1 over the projects, preferring new mutation kinds and some PASS_TO_PASS."""
+    """5 rows, one per project of EXAMPLE_PROJECTS (those built), new mutation kinds first."""
     chosen: list[dict] = []
-    for quota, project in zip((2, 2, 1), PROJECTS):
+    for project in (p for p in PROJECTS if p.name in EXAMPLE_PROJECTS):
         kinds = {t["mutation"]["kind"] for t in chosen}
         own = sorted(
             (t for t in tasks if t["repo"] == project.repo),
@@ -266,14 +363,15 @@ def pick_examples(tasks: list[dict]) -> list[dict]:
                 len(t["FAIL_TO_PASS"]) + len(t["PASS_TO_PASS"]),
             ),
         )
-        chosen += own[:quota]
+        chosen += own[:1]
     return chosen
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--per-project", type=int, default=12)
-    parser.add_argument("--max-tries", type=int, default=8, help="mutations tried per wanted task, at most")
+    parser.add_argument("--per-project", type=int, default=22)
+    parser.add_argument("--max-tries", type=int, default=6, help="mutations run per wanted task, at most")
+    parser.add_argument("--projects", default=None, help="comma-separated names (default: all of data/projects.py)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2, help="sandboxes running suites in parallel")
     parser.add_argument("--out", type=Path, default=OUT)
@@ -281,14 +379,15 @@ def main() -> None:
     started = time.monotonic()
     root = tempfile.mkdtemp(prefix="prorl-swe-", dir="/tmp")
     os.chmod(root, 0o711)  # the sandbox uid must reach it (see conftest.py)
+    projects = [p for p in PROJECTS if args.projects is None or p.name in args.projects.split(",")]
     try:
-        tasks = asyncio.run(generate(args, root))
+        tasks = asyncio.run(generate(args, root, projects))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
     for name, subset in (("tasks.jsonl", tasks), ("example.jsonl", pick_examples(tasks))):
         (args.out / name).write_text("".join(json.dumps(build_row(t)) + "\n" for t in subset))
-    counts = {p.name: sum(t["repo"] == p.repo for t in tasks) for p in PROJECTS}
+    counts = {p.name: sum(t["repo"] == p.repo for t in tasks) for p in projects}
     print(f"wrote {len(tasks)} tasks {counts} to {args.out} in {time.monotonic() - started:.0f}s")
 
 
