@@ -82,13 +82,19 @@ bench: setup link-venvs configs
 	@mkdir -p results/bench
 	@for b in $(BENCHMARKS); do echo "== $$b"; $(PY) -m benchmarks.$$b | tee results/bench/$$b.log | tail -1; done
 
-# Every environment's data/prepare.py.
 # The fault-injection soak (benchmarks/soak.py): 1,000 rollouts under faults, then 256 concurrent for 10 minutes.
 .PHONY: soak
 soak: setup link-venvs configs
 	@mkdir -p results/bench
 	$(PY) -m benchmarks.soak --mode faults | tee results/bench/soak.log | tail -1
 	$(PY) -m benchmarks.soak --mode steady | tee results/bench/soak_steady.log | tail -1
+
+# On an HPC node: the apptainer backend against the real Apptainer (docs/hpc.md, "Validate a site").
+.PHONY: validate-apptainer
+validate-apptainer: setup link-venvs
+	@test -n "$$PRORL_APPTAINER_TEST_IMAGE" || { echo "set PRORL_APPTAINER_TEST_IMAGE=<.sif or docker:// URI with bash and python3>"; exit 2; }
+	@command -v $${PRORL_APPTAINER_BINARY:-apptainer} >/dev/null || { echo "apptainer is not on PATH (module load apptainer?)"; exit 2; }
+	$(PY) -m pytest -v -rs tests/sandbox/test_apptainer_real.py tests/sandbox/test_apptainer.py
 
 # Every environment's data/prepare.py.
 data: setup

@@ -12,6 +12,8 @@ class SandboxError(ProrlError):
 class SandboxStartError(SandboxError):
     """A sandbox could not be placed or started (isolation unavailable, a backend failure, limits)."""
 
+    may_live = False  # True: part of it may still run (its lease stays, for a reaper to finish)
+
 
 class SandboxClosedError(SandboxError):
     pass

@@ -19,7 +19,7 @@ import shutil
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -27,6 +27,7 @@ from prorl_gym.sandbox.owner import owner_id, process_alive, process_start_time
 
 if TYPE_CHECKING:
     from prorl_gym.sandbox.backends.base import Placement
+    from prorl_gym.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +40,12 @@ class Lease(BaseModel):
     owner_start: int | None = Field(default_factory=lambda: process_start_time(os.getpid()))
     pids: dict[int, int | None] = Field(default_factory=dict)  # host pid -> its start time
     instance: str | None = None  # e.g. an Apptainer instance name
+    options: dict[str, Any] = Field(default_factory=dict)  # the backend's options (binary, dirs) to reap with
     private_dir: str
     created: float = Field(default_factory=time.time)
     ttl_s: float | None = None
+    # When its owner closed it but could not confirm it gone: any reaper, the owner's too, finishes it.
+    abandoned: float | None = None
 
     @property
     def expired(self) -> bool:
@@ -68,6 +72,16 @@ def remove_lease(root_dir: str | Path, sandbox_id: str) -> None:
     (lease_dir(root_dir) / f"{sandbox_id}.json").unlink(missing_ok=True)
 
 
+def abandon_lease(root_dir: str | Path, sandbox_id: str) -> None:
+    """Keep the lease of a sandbox that may still run, marked for any reaper (its owner's too)."""
+    path = lease_dir(root_dir) / f"{sandbox_id}.json"
+    try:
+        lease = Lease.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        return
+    write_lease(root_dir, lease.model_copy(update={"abandoned": time.time()}))
+
+
 def read_leases(root_dir: str | Path) -> list[Lease]:
     leases = []
     for path in sorted(lease_dir(root_dir).glob("*.json")):
@@ -91,7 +105,8 @@ def kill_lease_pids(lease: Lease) -> None:
 
 
 async def reap_stale(root_dir: str | Path) -> list[str]:
-    """End sandboxes whose owner is dead or whose lease expired; returns their ids.
+    """End sandboxes whose owner is dead, whose lease expired or that were abandoned; returns
+    their ids. A lease stays while its backend cannot confirm the sandbox gone.
 
     Our own live sandboxes are never touched (their idle sweep is in-process).
     """
@@ -100,25 +115,41 @@ async def reap_stale(root_dir: str | Path) -> list[str]:
     me = owner_id()
     reaped = []
     for lease in await asyncio.to_thread(read_leases, root_dir):
-        if lease.owner == me or not (lease.orphaned or lease.expired):
+        if lease.abandoned is None and (lease.owner == me or not (lease.orphaned or lease.expired)):
             continue
-        reason = "expired" if lease.expired else f"its owner {lease.owner} is gone"
+        if lease.abandoned is not None:
+            reason = "abandoned by its owner"
+        else:
+            reason = "expired" if lease.expired else f"its owner {lease.owner} is gone"
         log.warning("reaping sandbox %s (%s)", lease.sandbox_id, reason)
-        await get_backend(lease.backend).reap(lease)
+        if not await get_backend(lease.backend).reap(lease):
+            continue
         await asyncio.to_thread(shutil.rmtree, lease.private_dir, True)
         await asyncio.to_thread(remove_lease, root_dir, lease.sandbox_id)
         reaped.append(lease.sandbox_id)
     return reaped
 
 
-def lease_for(sandbox_id: str, backend: str, placement: Placement, ttl_s: float | None) -> Lease:
-    """A lease describing a placed sandbox (its pids, instance name, private dir)."""
+def lease_for(sandbox_id: str, spec: SandboxSpec, placement: Placement | None = None) -> Lease:
+    """A lease describing a sandbox: before placement (owner, private dir), or placed (its pids,
+    instance name)."""
+    from prorl_gym.sandbox.backends.base import private_dir_of
+
+    if placement is None:
+        return Lease(
+            sandbox_id=sandbox_id,
+            backend=spec.backend.kind,
+            options=spec.backend.model_dump(mode="json"),
+            private_dir=str(private_dir_of(spec, sandbox_id)),
+            ttl_s=spec.lease_ttl_s,
+        )
     pids = {pid: process_start_time(pid) for pid in placement.pids}
     return Lease(
         sandbox_id=sandbox_id,
-        backend=backend,
+        backend=spec.backend.kind,
+        options=spec.backend.model_dump(mode="json"),
         pids=pids,
         instance=placement.instance,
         private_dir=str(placement.private_dir),
-        ttl_s=ttl_s,
+        ttl_s=spec.lease_ttl_s,
     )

@@ -22,9 +22,9 @@ from prorl_gym.runtime.files import SandboxFiles
 from prorl_gym.runtime.kernel import IPythonKernel, KernelError, PythonResult
 from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
 from prorl_gym.runtime.zygote import KernelZygote
-from prorl_gym.sandbox.backends.base import Placement, get_backend, private_dir_of
+from prorl_gym.sandbox.backends.base import Placement, get_backend
 from prorl_gym.sandbox.errors import SandboxClosedError, SandboxError, SandboxKernelError, SandboxStartError
-from prorl_gym.sandbox.leases import Lease, lease_for, remove_lease, write_lease
+from prorl_gym.sandbox.leases import Lease, abandon_lease, lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
 
 BASH_ARGV = ["bash", "--noprofile", "--norc", "--noediting", "-i"]
@@ -85,14 +85,14 @@ class Sandbox:
             self._kernel.stop_reading()
         # The placement first: it ends every process inside, so the shells' and kernel's
         # host-side wrappers see their child exit and are reaped here, not by the host's init.
-        await self.placement.close()
+        gone = await self.placement.close()
         if warm_up is not None:  # over before the kernel is closed, so that it cannot start one after
             await asyncio.wait([warm_up], timeout=EXIT_WAIT_S)
         closers = [self._shell.close(EXIT_WAIT_S), self._file_shell.close(EXIT_WAIT_S)]
         if self._kernel is not None:
             closers.append(self._kernel.close(EXIT_WAIT_S))
         await asyncio.gather(*closers, return_exceptions=True)
-        await asyncio.to_thread(remove_lease, self.spec.root_dir, self.id)
+        await asyncio.to_thread(remove_lease if gone else abandon_lease, self.spec.root_dir, self.id)
 
     async def __aenter__(self) -> Sandbox:
         return self
@@ -188,22 +188,17 @@ async def create_sandbox(
     spec = spec or SandboxSpec()
     sandbox_id = sandbox_id or secrets.token_hex(6)
     backend = get_backend(spec)
-    intent = Lease(
-        sandbox_id=sandbox_id,
-        backend=spec.backend.kind,
-        private_dir=str(private_dir_of(spec, sandbox_id)),
-        ttl_s=spec.lease_ttl_s,
-    )
-    await _write_lease(spec.root_dir, intent)
+    await _write_lease(spec.root_dir, lease_for(sandbox_id, spec))
     try:
         placement = await backend.place(sandbox_id, spec)
     except BaseException as exc:
-        await asyncio.shield(asyncio.to_thread(remove_lease, spec.root_dir, sandbox_id))
+        drop = abandon_lease if getattr(exc, "may_live", False) else remove_lease
+        await asyncio.shield(asyncio.to_thread(drop, spec.root_dir, sandbox_id))
         if isinstance(exc, OSError):  # backends raise SandboxStartError for what they foresee
             raise SandboxStartError(f"sandbox {sandbox_id} could not be placed: {exc}") from exc
         raise
     try:
-        await _write_lease(spec.root_dir, lease_for(sandbox_id, spec.backend.kind, placement, spec.lease_ttl_s))
+        await _write_lease(spec.root_dir, lease_for(sandbox_id, spec, placement))
     except BaseException:
         await asyncio.shield(_abandon(placement, spec.root_dir, sandbox_id))
         raise
@@ -224,5 +219,5 @@ async def _write_lease(root_dir: str, lease: Lease) -> None:
 
 async def _abandon(placement: Placement, root_dir: str, sandbox_id: str) -> None:
     """Undo a placement whose start was cancelled or failed, lease included."""
-    await placement.close()
-    await asyncio.to_thread(remove_lease, root_dir, sandbox_id)
+    gone = await placement.close()
+    await asyncio.to_thread(remove_lease if gone else abandon_lease, root_dir, sandbox_id)

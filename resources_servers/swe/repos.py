@@ -139,6 +139,9 @@ def task_spec(spec: SandboxSpec, row: Any, repo_dir: Path | None, test_env: Path
         binds.append(Bind(src=str(test_env), dst=ENV_MOUNT))
     if env.kind == "image":  # the image's repository belongs to its root: let git (ours, the agent's) use it
         update = {"image": env.image, "env": spec.env | extra | GIT_SAFE, "binds": binds}
+        if spec.backend.kind == "apptainer":  # root-owned there: the sandbox works on its own copy, on disk
+            copies = tuple(dict.fromkeys((*spec.backend.disk_copies, env.repo_path)))
+            update["backend"] = spec.backend.model_copy(update={"disk_copies": copies})
         return spec.model_copy(update=update, deep=True)
     if repo_dir is None:
         raise RepoPrepError("a local SWE row needs its prepared repository (prepare_repo)")

@@ -1,19 +1,21 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""The apptainer backend: the exact command lines (unit), its plumbing through a fake `apptainer`
-that runs commands on the host (here, where Apptainer cannot be installed), and the full Sandbox
-API on a real Apptainer when one and a test image are available (HPC nodes)."""
+"""The apptainer backend: the exact command lines (unit), then the full Sandbox API and each
+failure a real HPC site would show, through a fake `apptainer` (fake_apptainer.py) that
+models them (Apptainer cannot be installed here). The real-Apptainer suite is in
+test_apptainer_real.py."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
-import shutil
+import stat
 import subprocess
 import sys
-import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,11 @@ from prorl_gym.sandbox.backends.apptainer import (
     ApptainerBackend,
     ApptainerError,
     ApptainerOptions,
+    nproc_counted_per_sandbox,
+)
+from prorl_gym.sandbox.backends.apptainer_cli import (
+    MAX_NAME,
+    env_file_text,
     exec_prefix,
     host_env,
     instance_name,
@@ -34,13 +41,17 @@ from prorl_gym.sandbox.backends.apptainer import (
     join_argv,
     limits_prefix,
     pull_argv,
+    pull_env,
     sif_path,
 )
+from prorl_gym.sandbox.leases import read_leases, reap_stale
 from prorl_gym.sandbox.owner import owner_id
 from prorl_gym.sandbox.spec import Bind, Limits
 
 PRIVATE = Path("/tmp/prorl-1000/abc123")
 NAME = "prorl-node1-42-777-abc123"
+ENV_FILE = PRIVATE / "env"
+FAKE = Path(__file__).with_name("fake_apptainer.py")
 
 
 @pytest.fixture
@@ -66,7 +77,7 @@ def test_instance_name_carries_owner_and_sandbox_id_and_is_sanitised():
     assert name == f"prorl-{owner_id()}-abc123"
     assert instance_name("a/b c*[x]", owner="h-1-2") == "prorl-h-1-2-a-b-c--x-"
     long = instance_name("x" * 300, owner="h-1-2")
-    assert len(long) <= apptainer.MAX_NAME and long != instance_name("x" * 299, owner="h-1-2")
+    assert len(long) <= MAX_NAME and long != instance_name("x" * 299, owner="h-1-2")
     for n in (name, long, instance_name("ü*?", owner="o")):
         assert re.fullmatch(r"[A-Za-z0-9._-]+", n)  # Apptainer's rule; also: no glob characters
 
@@ -82,7 +93,8 @@ def test_default_instance_start_command_exactly(venv):
         "start",
         "--containall",
         "--no-home",
-        "--writable-tmpfs",
+        "--overlay",  # on the node's disk, not the session tmpfs (sessiondir max size, 64 MiB)
+        f"{PRIVATE}/overlay",
         "--workdir",
         f"{PRIVATE}/work",
         "--net",
@@ -101,24 +113,26 @@ def test_default_instance_start_command_exactly(venv):
     ]
 
 
-def test_network_fakeroot_binds_and_extra_args(venv):
+def test_network_fakeroot_copies_binds_and_extra_args(venv):
     spec = spec_for(
         venv,
         network=True,
-        workspace="/testbed",
-        backend=ApptainerOptions(fakeroot=True, extra_args=("--nv",)),
+        backend=ApptainerOptions(fakeroot=True, extra_args=("--nv",), disk_copies=("/testbed",), overlay="tmpfs"),
         binds=[Bind(src="/data/set"), Bind(src="/scratch/out", dst="/out", writable=True)],
     )
     argv = instance_start_argv(spec, NAME, PRIVATE, "/img/u.sif")
     assert "--net" not in argv and "--network" not in argv
-    assert argv.count("--fakeroot") == 1 and "--fakeroot" not in instance_start_argv(
+    assert "--writable-tmpfs" in argv and "--overlay" not in argv  # never both: Apptainer refuses it
+    i = argv.index("--fakeroot")  # and no host libfakeroot preloaded into joined processes
+    assert argv[i + 1] == "--ignore-fakeroot-command" and "--fakeroot" not in instance_start_argv(
         spec_for(venv), NAME, PRIVATE, "x"
     )
     binds = [argv[i + 1] for i, arg in enumerate(argv) if arg == "--bind"]
     assert binds == [
-        f"{PRIVATE}/workspace:/testbed:rw",
+        f"{PRIVATE}/workspace:/workspace:rw",
         f"{PRIVATE}/run:{PRIVATE}/run:rw",
         f"{PRIVATE}/ctl:{PRIVATE}/ctl:ro",
+        f"{PRIVATE}/copies/0:/testbed:rw",
         f"{venv}:{venv}:ro",
         "/data/set:/data/set:ro",
         "/scratch/out:/out:rw",
@@ -141,50 +155,40 @@ def test_bind_paths_with_separators_are_refused(venv):
         instance_start_argv(spec_for(venv, binds=[Bind(src="/a,b")]), NAME, PRIVATE, "x")
 
 
-# ------------------------------------------------------------------------------------ exec, stop, pull
+# ------------------------------------------------------------------------------------ exec, env, stop, pull
 
 
-def test_exec_prefix_cleans_the_environment_and_passes_ours(venv):
-    spec = spec_for(venv, env={"FOO": "a,b", "OPTS": "-X=1,y", "HOME": "/home/agent", "PATH": "/opt/bin:/usr/bin"})
-    assert exec_prefix(spec, NAME) == [
+def test_exec_prefix_reads_the_environment_from_a_file_literally(venv):
+    spec = spec_for(venv, env={"FOO": "a,b", "HOME": "/home/agent"})
+    assert exec_prefix(spec, NAME, ENV_FILE) == [
         "apptainer",
         "--quiet",
         "exec",
         "--cleanenv",
+        "--no-eval",
+        "--env-file",
+        str(ENV_FILE),
         "--pwd",
         "/workspace",
-        "--env",
-        "TMPDIR=/tmp",
-        "--env",
-        "LANG=C.UTF-8",
-        "--env",
-        "TERM=dumb",
-        "--env",
-        "PAGER=cat",
-        "--env",
-        "GIT_PAGER=cat",
-        "--env",
-        "PYTHONUNBUFFERED=1",
-        "--env",
-        "FOO=a,b",
-        "--env",
-        '"OPTS=-X=1,y"',
-        "--env",
-        "PATH=/opt/bin:/usr/bin",
         f"instance://{NAME}",
         "/usr/bin/env",
         "HOME=/home/agent",
     ]
-    assert "PATH=" not in " ".join(exec_prefix(spec_for(venv), NAME))  # the image's own PATH by default
+    text = env_file_text({"A": "$(id)", "B": 'it\'s "q"', "C": "x=y,z", "D": "two\nlines"})
+    assert text == "A='$(id)'\nB='it'\"'\"'s \"q\"'\nC=x=y,z\nD='two\nlines'\n"
+    for bad in ({"HOME": "/x"}, {"1X": "y"}, {"A-B": "y"}, {"A": "nul\0"}):
+        with pytest.raises(ApptainerError):
+            env_file_text(bad)
 
 
 def test_singularity_binary_is_honoured_everywhere(venv):
-    spec = spec_for(venv, backend=ApptainerOptions(binary="singularity"))
-    assert instance_start_argv(spec, NAME, PRIVATE, "x")[0] == "singularity"
-    assert exec_prefix(spec, NAME)[0] == "singularity"
-    join = join_argv(spec, NAME, {}, shell=True)
+    spec = spec_for(venv, backend=ApptainerOptions(binary="singularity", fakeroot=True))
+    start = instance_start_argv(spec, NAME, PRIVATE, "x")
+    assert start[0] == "singularity" and "--ignore-fakeroot-command" not in start  # Apptainer's flag only
+    assert exec_prefix(spec, NAME, ENV_FILE)[0] == "singularity"
+    join = join_argv(spec, NAME, {}, ENV_FILE, shell=True)
     assert "SINGULARITYENV_PS1=$PS1" in join[2] and "singularity" in join
-    assert "APPTAINERENV_PS1=$PS1" in join_argv(spec_for(venv), NAME, {}, shell=True)[2]
+    assert "APPTAINERENV_PS1=$PS1" in join_argv(spec_for(venv), NAME, {}, ENV_FILE, shell=True)[2]
     assert (
         instance_stop_argv(NAME, "singularity")[0]
         == pull_argv("docker://x", "/c/x.sif", "singularity")[0]
@@ -192,16 +196,29 @@ def test_singularity_binary_is_honoured_everywhere(venv):
     )
 
 
-def test_limits_are_set_inside_by_the_joined_process(venv):
-    spec = spec_for(venv)
-    assert limits_prefix(spec) == [
+def test_limits_are_set_inside_by_the_joined_process():
+    assert limits_prefix(Limits()) == [
         "bash",
         "-c",
         'ulimit -HS -v 8388608 -u 512 -f 1048576 -n 4096 && ulimit -S -t 600 && ulimit -H -t 605 && exec "$@"',
         "prorl-limits",
     ]
     unlimited = Limits(cpu_time_s=None, memory_bytes=None, processes=None, file_size_bytes=None, open_files=None)
-    assert limits_prefix(spec_for(venv, limits=unlimited)) == []
+    assert limits_prefix(unlimited) == []
+
+
+@pytest.mark.parametrize(
+    ("userns", "release", "counted"),
+    [
+        (True, "5.14.0-427.13.1.el9_4.x86_64", True),
+        (True, "6.8.0-45-generic", True),
+        (True, "4.18.0-513.24.1.el8_9.x86_64", False),  # EL8: every task of the user on the node
+        (False, "6.8.0", False),  # setuid install, no user namespace
+        (None, "6.8.0", False),  # unknown
+    ],
+)
+def test_nproc_counts_per_sandbox_only_in_a_user_namespace_on_new_kernels(userns, release, counted):
+    assert nproc_counted_per_sandbox(userns, release) is counted
 
 
 def test_stop_targets_only_this_instance():
@@ -226,14 +243,23 @@ def test_host_env_keeps_what_apptainer_needs_and_nothing_that_reaches_inside():
         "APPTAINERENV_SECRET": "x",
         "API_KEY": "k",
         "http_proxy": "p",
+        "XDG_RUNTIME_DIR": "/run/user/1000",  # with D-Bus: a systemd user scope per instance
+        "DBUS_SESSION_BUS_ADDRESS": "unix:path=/run/user/1000/bus",
+        "APPTAINER_CONFIGDIR": "/home/u/.apptainer",
+        "APPTAINER_DOCKER_USERNAME": "me",
+        "APPTAINER_DOCKER_PASSWORD": "secret",
     }
-    assert host_env(environ) == {
+    assert host_env(environ, "/tmp/r/.apptainer") == {
         "PATH": "/usr/bin",
         "HOME": "/home/u",
         "APPTAINER_CACHEDIR": "/c",
         "SINGULARITY_TMPDIR": "/t",
+        "APPTAINER_CONFIGDIR": "/tmp/r/.apptainer",
+        "SINGULARITY_CONFIGDIR": "/tmp/r/.apptainer",
     }
-    assert host_env(environ, proxies=True)["http_proxy"] == "p"
+    pull = pull_env(environ)  # credentials and the user's config dir (registry logins): pulls only
+    assert pull["http_proxy"] == "p" and pull["APPTAINER_DOCKER_PASSWORD"] == "secret"
+    assert pull["APPTAINER_CONFIGDIR"] == "/home/u/.apptainer" and "XDG_RUNTIME_DIR" not in pull
 
 
 def test_join_forwards_the_prompt_and_gives_apptainer_only_the_host_env(venv, tmp_path):
@@ -245,7 +271,7 @@ def test_join_forwards_the_prompt_and_gives_apptainer_only_the_host_env(venv, tm
     driver_env = {"PS1": "\x1eN:$?\x1e", "PS2": "", "HOME": "/workspace", "LANG": "C.UTF-8"}
 
     def seen(shell: bool) -> dict[str, str]:
-        argv = join_argv(spec_for(venv), NAME, host, str(fake), shell=shell)
+        argv = join_argv(spec_for(venv), NAME, host, ENV_FILE, str(fake), shell=shell)
         out = subprocess.run(argv, env=driver_env, capture_output=True, text=True, check=True).stdout
         env = dict(line.split("=", 1) for line in out.split("\n") if line)  # not splitlines: \x1e splits
         env.pop("PWD", None)  # exported by the stand-in's own sh
@@ -253,7 +279,12 @@ def test_join_forwards_the_prompt_and_gives_apptainer_only_the_host_env(venv, tm
 
     assert seen(shell=True) == {"APPTAINERENV_PS1": "\x1eN:$?\x1e", "APPTAINERENV_PS2": "", **host}
     assert seen(shell=False) == host  # the kernel's join: no sh, nothing forwarded
-    assert join_argv(spec_for(venv), NAME, host)[:4] == ["/usr/bin/env", "-i", "PATH=/usr/bin:/bin", "HOME=/home/u"]
+    assert join_argv(spec_for(venv), NAME, host, ENV_FILE)[:4] == [
+        "/usr/bin/env",
+        "-i",
+        "PATH=/usr/bin:/bin",
+        "HOME=/home/u",
+    ]
 
 
 def test_registered_backend():
@@ -266,126 +297,254 @@ async def test_missing_binary_names_what_to_install(sandbox_root, venv):
         await create_sandbox(spec)
 
 
-# ------------------------------------------------------------------------------------ a fake apptainer
+# ------------------------------------------------------------------------------------ through the fake
 
-# Enough of Apptainer to drive the placement on this host: instance start/stop and pull are
-# recorded; exec runs the command here with the environment Apptainer would give it (--cleanenv,
-# --env, APPTAINERENV_* evaluated like its action script, PROMPT_COMMAND resetting PS1).
-FAKE = textwrap.dedent(
-    """\
-    #!{python}
-    import csv, json, os, pathlib, sys
-    args = [a for a in sys.argv[1:] if a != "--quiet"]
-    log = pathlib.Path(__file__).with_name("calls.jsonl")
-    with log.open("a") as f:
-        f.write(json.dumps({{"argv": args, "env": dict(os.environ)}}) + "\\n")
-    if args[:2] == ["instance", "start"]:
-        sys.exit("FATAL: could not open image" if "broken" in args[-2] else 0)
-    if args[:2] == ["instance", "stop"] or args[0] == "pull":
-        if args[0] == "pull":
-            pathlib.Path(args[1]).write_text("sif")
-        sys.exit(0)
-    assert args[0] == "exec", args
-    i, env, pwd = 1, {{}}, None
-    while not args[i].startswith("instance://"):
-        if args[i] == "--env":
-            i += 1
-            pairs = [args[i].strip('"')] if args[i].count("=") == 1 else next(csv.reader([args[i]]))  # as pflag
-            for pair in pairs:
-                k, _, v = pair.partition("=")
-                env[k] = v
-        elif args[i] == "--pwd":
-            i += 1
-            pwd = args[i]
-        i += 1
-    for k, v in os.environ.items():
-        if k.startswith("APPTAINERENV_"):
-            env[k[13:]] = v.replace("$?", "0")
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env.setdefault("PS1", "Apptainer> ")
-    env["PROMPT_COMMAND"] = 'PS1="%s"; unset PROMPT_COMMAND' % env["PS1"]
-    os.chdir(pwd)
-    os.execvpe(args[i + 1], args[i + 1:], env)
-    """
-)
+
+class Fake:
+    """One fake `apptainer` (or `singularity`) binary with its site description and call log."""
+
+    def __init__(self, home: Path, name: str = "apptainer"):
+        self.home = home
+        home.mkdir(parents=True, exist_ok=True)
+        self.binary = home / "bin" / name
+        self.binary.parent.mkdir(exist_ok=True)
+        self.binary.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} --fake-home={home} "$@"\n')
+        self.binary.chmod(0o755)
+
+    def site(self, **site) -> None:
+        (self.home / "site.json").write_text(json.dumps(site))
+
+    def calls(self, *prefix: str) -> list[dict]:
+        log = self.home / "calls.jsonl"
+        rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+        return [row for row in rows if row["argv"][: len(prefix)] == list(prefix)]
 
 
 @pytest.fixture
-def fake(tmp_path, monkeypatch) -> Path:
-    binary = tmp_path / "bin" / "apptainer"
-    binary.parent.mkdir()
-    binary.write_text(FAKE.format(python=sys.executable))
-    binary.chmod(0o755)
+def fake(tmp_path, monkeypatch) -> Fake:
     monkeypatch.setattr(apptainer, "running_as_root", lambda: False)  # these tests may run as root
-    return binary
+    monkeypatch.setattr(apptainer, "_overlay_refused", set())
+    monkeypatch.setattr(apptainer, "_warned", set())
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # Apptainer's default config dir: must stay unused
+    return Fake(tmp_path / "fake")
 
 
-def calls(fake: Path) -> list[dict]:
-    log = fake.with_name("calls.jsonl")
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+def fake_spec(fake: Fake, root: str, tmp_path: Path, **kw) -> SandboxSpec:
+    workspace = tmp_path / "ws"  # a mount point on the host: the fake runs commands here, under bwrap
+    workspace.mkdir(exist_ok=True)
+    image = tmp_path / "u.sif"
+    image.write_text("sif")
+    options = {"binary": str(fake.binary), **kw.pop("options", {})}
+    fields = dict(
+        image=str(image),
+        root_dir=root,
+        workspace=str(workspace),
+        backend=ApptainerOptions(**options),
+        limits=Limits(processes=None),
+        command_timeout_s=10,
+        python_timeout_s=20,
+    )
+    return SandboxSpec(**(fields | kw))
 
 
 async def test_full_sandbox_api_through_the_fake(fake, sandbox_root, tmp_path, monkeypatch):
     monkeypatch.setenv("APPTAINER_BIND", "/scratch")  # a module file's site binds must not reach sandboxes
-    workspace = tmp_path / "ws"  # the fake binds nothing: the workspace is a host directory
-    workspace.mkdir()
-    image = tmp_path / "u.sif"
-    image.write_text("sif")
-    spec = SandboxSpec(
-        image=str(image),
-        root_dir=sandbox_root,
-        workspace=str(workspace),
-        backend=ApptainerOptions(binary=str(fake)),
-        env={"GREETING": "a,b", "OPTS": "-X=1,y"},
-        limits=Limits(processes=None),  # the fake runs on the host: nproc would count all our tasks here
-        command_timeout_s=10,
-        python_timeout_s=20,
-    )
+    tricky = {"CMD": "$(echo pwned)", "QUOTED": 'it\'s "q" $HOME', "CSV": "-X=1,y", "MULTI": "a\nb"}
+    spec = fake_spec(fake, sandbox_root, tmp_path, env=tricky)
     sandbox = await create_sandbox(spec)
-    name = instance_name(sandbox.id)
-    start = calls(fake)[0]
-    assert start["argv"][:3] == ["instance", "start", "--containall"] and start["argv"][-2:] == [str(image), name]
-    assert "APPTAINER_BIND" not in start["env"] and "PS1" not in start["env"]
+    name, private_dir = instance_name(sandbox.id), Path(sandbox_root) / sandbox.id
+    workspace = spec.workspace
+    (start,) = fake.calls("instance", "start")
+    assert start["argv"][-2:] == [spec.image, name] and "APPTAINER_BIND" not in start["env"]
+    config_dir = Path(sandbox_root) / ".apptainer"  # instance state and logs: under the sandbox root
+    assert start["env"]["APPTAINER_CONFIGDIR"] == str(config_dir)
+    assert len(list(config_dir.glob(f"instances/app/*/*/{name}/{name}.json"))) == 1
+    env_file = private_dir / "env"
+    assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
     await sandbox.bash("cd sub 2>/dev/null || mkdir sub && cd sub; X=41")
-    result = await sandbox.bash('echo "$((X + 1)) $PWD $HOME $GREETING $OPTS $TERM $(ulimit -t)"')
-    assert result.output == f"42 {workspace}/sub {workspace} a,b -X=1,y dumb 600\n"
+    result = await sandbox.bash('echo "$((X + 1)) $PWD $HOME $TERM $(ulimit -t) $PYTHONDONTWRITEBYTECODE"')
+    assert result.output == f"42 {workspace}/sub {workspace} dumb 600 1\n"
+    values = await sandbox.bash('printf "%s|" "$CMD" "$QUOTED" "$CSV" "$MULTI"')
+    assert values.output == '$(echo pwned)|it\'s "q" $HOME|-X=1,y|a\nb|'  # literal, as given
     code = "import os, resource; print(os.getcwd(), os.environ['TMPDIR'], resource.getrlimit(resource.RLIMIT_CPU)[0])"
     assert (await sandbox.python(code)).output == f"{workspace} /tmp 600\n"
     await sandbox.write_file("notes.txt", "hello\n")
     assert await sandbox.read_file("notes.txt") == "hello\n"
-    private_dir = Path(sandbox_root) / sandbox.id
+    assert (private_dir / "workspace" / "notes.txt").read_text() == "hello\n"  # bound, on disk
+    joins = fake.calls("exec")
+    assert len(joins) == 3 and not any("pwned" in " ".join(c["argv"]) for c in joins)  # values not in `ps`
     await sandbox.close()
     await sandbox.close()
-    stops = [c["argv"] for c in calls(fake) if c["argv"][:2] == ["instance", "stop"]]
-    assert stops == [["instance", "stop", "--force", name]]
-    assert not private_dir.exists()
+    assert [c["argv"] for c in fake.calls("instance", "stop")] == [["instance", "stop", "--force", name]]
+    assert not private_dir.exists() and not read_leases(sandbox_root)
+    assert not list(config_dir.glob(f"instances/**/{name}*")), "instance state or .out/.err logs left"
+    assert not (tmp_path / "home" / ".apptainer").exists()
+
+
+async def test_no_dbus_session_reaches_apptainer(fake, sandbox_root, tmp_path, monkeypatch):
+    """A node with a user systemd: passing both variables puts every instance in a systemd scope
+    outside the job's cgroup, and concurrent starts fail (apptainer#3607)."""
+    fake.site(user_systemd=True)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    monkeypatch.setenv("DBUS_SESSION_BUS_ADDRESS", f"unix:path={tmp_path}/bus")
+    spec = fake_spec(fake, sandbox_root, tmp_path)
+    sandboxes = await asyncio.gather(*(create_sandbox(spec) for _ in range(3)))
+    assert [(await sb.bash("echo ok")).output for sb in sandboxes] == ["ok\n"] * 3
+    await asyncio.gather(*(sb.close() for sb in sandboxes))
+    assert not any("DBUS_SESSION_BUS_ADDRESS" in c["env"] or "XDG_RUNTIME_DIR" in c["env"] for c in fake.calls())
+
+
+@pytest.mark.parametrize(
+    ("install", "kernel", "enforced"),
+    [("userns", "6.8.0", True), ("userns", "4.18.0-513.el8", False), ("setuid", "6.8.0", False)],
+)
+async def test_nproc_is_set_only_where_it_counts_per_sandbox(
+    fake, sandbox_root, tmp_path, monkeypatch, caplog, install, kernel, enforced
+):
+    fake.site(install=install, kernel=kernel)
+    monkeypatch.setattr(apptainer, "kernel_release", lambda: kernel)
+    spec = fake_spec(fake, sandbox_root, tmp_path, limits=Limits(processes=64))
+    with caplog.at_level(logging.WARNING):
+        async with await create_sandbox(spec) as sandbox:
+            assert (sandbox.placement.limits.processes == 64) is enforced
+            assert (await sandbox.bash("ls / > /dev/null && echo forked")).output == "forked\n"
+            assert (await sandbox.python("print(6 * 7)")).output == "42\n"
+    assert ("limits.processes is NOT enforced" in caplog.text) is not enforced
+
+
+async def test_enforcing_nproc_where_it_counts_every_task_of_the_user_fails_to_start(fake, sandbox_root, tmp_path):
+    """What the fake models (and a setuid or EL8 site does): the sandbox cannot fork."""
+    fake.site(install="setuid")
+    spec = fake_spec(fake, sandbox_root, tmp_path, limits=Limits(processes=64), options={"nproc": "enforce"})
+    with pytest.raises(SandboxStartError):
+        await create_sandbox(spec)
+    assert not read_leases(sandbox_root)
+
+
+def image_with_repo(fake: Fake, tmp_path: Path) -> Path:
+    """An image whose /testbed (here a host mount point) holds a root-owned repository."""
+    content, testbed = tmp_path / "image-testbed", tmp_path / "testbed"
+    content.mkdir()
+    testbed.mkdir()
+    (content / "module.py").write_text("VALUE = 1\n")
+    fake.site(image_dirs={str(testbed): str(content)})
+    return testbed
+
+
+async def test_image_directories_are_read_only_unless_copied_to_disk(fake, sandbox_root, tmp_path):
+    testbed = image_with_repo(fake, tmp_path)
+    edit = f"cd {testbed} && echo 'VALUE = 2' > module.py && cat module.py"
+    async with await create_sandbox(fake_spec(fake, sandbox_root, tmp_path)) as sandbox:
+        assert "Read-only file system" in (await sandbox.bash(edit)).output  # what SWE rows hit before
+    spec = fake_spec(fake, sandbox_root, tmp_path, options={"disk_copies": (str(testbed),)})
+    async with await create_sandbox(spec) as sandbox:
+        assert (await sandbox.bash(edit)).output == "VALUE = 2\n"
+        assert (await sandbox.read_file(f"{testbed}/module.py")) == "VALUE = 2\n"  # another join sees it
+        assert (Path(sandbox_root) / sandbox.id / "copies" / "0" / "module.py").read_text() == "VALUE = 2\n"
+    assert (tmp_path / "image-testbed" / "module.py").read_text() == "VALUE = 1\n"
+
+
+async def test_overlay_dir_falls_back_to_tmpfs_where_the_site_refuses_it(fake, sandbox_root, tmp_path, caplog):
+    fake.site(install="setuid")  # and no fuse-overlayfs: "only root user can use sandbox as overlay"
+    spec = fake_spec(fake, sandbox_root, tmp_path)
+    with caplog.at_level(logging.WARNING):
+        async with await create_sandbox(spec) as sandbox:
+            assert (await sandbox.bash("echo up")).output == "up\n"
+        async with await create_sandbox(spec):
+            pass
+    starts = [c["argv"] for c in fake.calls("instance", "start")]
+    assert ["--overlay" in a for a in starts] == [True, False, False]  # then straight to tmpfs
+    assert ["--writable-tmpfs" in a for a in starts] == [False, True, True]
+    assert caplog.text.count("refuses an --overlay directory") == 1
+
+
+async def test_fakeroot_joins_are_not_wrapped_in_the_hosts_fakeroot(fake, sandbox_root, tmp_path):
+    fake.site(root_mapped_fakeroot=True)  # no /etc/subuid entry: Apptainer falls back to a root-mapped namespace
+    spec = fake_spec(fake, sandbox_root, tmp_path, options={"fakeroot": True})
+    async with await create_sandbox(spec) as sandbox:
+        assert (await sandbox.bash('echo "${LD_PRELOAD-none}"')).output == "none\n"
+
+
+async def test_pulls_carry_registry_credentials_and_sandboxes_never_see_them(
+    fake, sandbox_root, tmp_path, monkeypatch
+):
+    fake.site(rate_limited=True)
+    uri, cache = "docker://ghcr.io/org/task:1", tmp_path / "cache"
+    spec = fake_spec(fake, sandbox_root, tmp_path, image=uri, options={"cache_dir": str(cache)})
+    with pytest.raises(SandboxStartError, match="toomanyrequests"):
+        await create_sandbox(spec)
+    monkeypatch.setenv("APPTAINER_DOCKER_USERNAME", "me")
+    monkeypatch.setenv("APPTAINER_DOCKER_PASSWORD", "s3cret")
+    async with await create_sandbox(spec) as sandbox:
+        assert (await sandbox.bash("env | grep -c s3cret")).output == "0\n"
+    assert fake.calls("pull")[-1]["env"]["APPTAINER_DOCKER_PASSWORD"] == "s3cret"
+    assert not any("s3cret" in json.dumps(c) for c in fake.calls() if c["argv"][0] != "pull")
+
+
+async def test_docker_images_come_from_the_cache_pulled_once(fake, sandbox_root, tmp_path):
+    uri, cache = "docker://ghcr.io/org/task:1", tmp_path / "cache"
+    spec = fake_spec(fake, sandbox_root, tmp_path, image=uri, options={"cache_dir": str(cache)})
+    placements = await asyncio.gather(*(ApptainerBackend().place(f"s{i}", spec) for i in range(3)))
+    pulls = [c["argv"] for c in fake.calls("pull")]
+    assert len(pulls) == 1 and pulls[0][-1] == uri
+    assert {c["argv"][-2] for c in fake.calls("instance", "start")} == {str(sif_path(uri, cache))}
+    await asyncio.gather(*(p.close() for p in placements))
 
 
 async def test_failed_start_leaves_nothing(fake, sandbox_root, tmp_path):
     image = tmp_path / "broken.sif"
     image.write_text("")
-    spec = SandboxSpec(image=str(image), root_dir=sandbox_root, backend=ApptainerOptions(binary=str(fake)))
+    spec = fake_spec(fake, sandbox_root, tmp_path, image=str(image))
     with pytest.raises(SandboxStartError, match="could not open image"):
         await create_sandbox(spec, sandbox_id="s1")
-    assert not (Path(sandbox_root) / "s1").exists()
-    assert [c["argv"][:2] for c in calls(fake)][-1] == ["instance", "stop"]  # a half-started instance too
+    assert not (Path(sandbox_root) / "s1").exists() and not read_leases(sandbox_root)
+    assert [c["argv"][:2] for c in fake.calls()][-1] == ["instance", "stop"]  # a half-started instance too
 
 
-async def test_docker_images_come_from_the_cache_pulled_once(fake, sandbox_root, tmp_path):
-    cache = tmp_path / "cache"
-    uri = "docker://ghcr.io/org/task:1"
-    spec = SandboxSpec(
-        image=uri,
-        root_dir=sandbox_root,
-        workspace=str(tmp_path),
-        backend=ApptainerOptions(binary=str(fake), cache_dir=str(cache)),
-    )
-    placements = await asyncio.gather(*(ApptainerBackend().place(f"s{i}", spec) for i in range(3)))
-    pulls = [c["argv"] for c in calls(fake) if c["argv"][0] == "pull"]
-    assert len(pulls) == 1 and pulls[0][-1] == uri
-    starts = [c["argv"] for c in calls(fake) if c["argv"][:2] == ["instance", "start"]]
-    assert {argv[-2] for argv in starts} == {str(sif_path(uri, cache))}
-    await asyncio.gather(*(p.close() for p in placements))
+def registered(sandbox_root: str, name: str) -> bool:
+    return any(Path(sandbox_root, ".apptainer").glob(f"instances/app/*/*/{name}/{name}.json"))
+
+
+async def test_an_instance_that_comes_up_after_its_start_timed_out_is_killed(fake, sandbox_root, tmp_path):
+    """The starter detaches the instance (setsid): killing the CLI at the deadline does not end it."""
+    fake.site(start_delay_s=2)
+    spec = fake_spec(fake, sandbox_root, tmp_path, start_timeout_s=0.5)
+    with pytest.raises(SandboxStartError, match="timed out"):
+        await create_sandbox(spec, sandbox_id="late")
+    await asyncio.sleep(2.5)  # past the moment it would have registered
+    assert not registered(sandbox_root, instance_name("late")) and not read_leases(sandbox_root)
+
+
+async def test_an_instance_not_seen_by_the_deadline_keeps_its_lease_until_reaped(
+    fake, sandbox_root, tmp_path, monkeypatch
+):
+    fake.site(start_delay_s=2, master_title=False)  # its master cannot be found by title
+    monkeypatch.setattr(apptainer, "LATE_START_GRACE_S", 0.5)
+    spec = fake_spec(fake, sandbox_root, tmp_path, start_timeout_s=0.5)
+    with pytest.raises(SandboxStartError, match="timed out"):
+        await create_sandbox(spec, sandbox_id="late")
+    (lease,) = read_leases(sandbox_root)
+    assert lease.abandoned is not None and lease.options["binary"] == str(fake.binary)
+    assert await reap_stale(sandbox_root) == []  # not up yet: the lease stays, to look again
+    deadline = time.monotonic() + 5
+    while not registered(sandbox_root, instance_name("late")) and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert registered(sandbox_root, instance_name("late"))  # it did come up, with no sandbox of ours
+    assert await reap_stale(sandbox_root) == ["late"]  # ours, abandoned: this server's own reaper ends it
+    assert not registered(sandbox_root, instance_name("late")) and not read_leases(sandbox_root)
+
+
+async def test_reaping_uses_the_binary_the_sandbox_was_started_with(fake, sandbox_root, tmp_path, monkeypatch):
+    singularity = Fake(tmp_path / "sing", "singularity")
+    monkeypatch.setenv("PATH", f"{fake.binary.parent}:{singularity.binary.parent}:{os.environ['PATH']}")
+    spec = fake_spec(singularity, sandbox_root, tmp_path, options={"binary": "singularity"})
+    sandbox = await create_sandbox(spec)
+    name = instance_name(sandbox.id)
+    (lease,) = read_leases(sandbox_root)
+    assert await ApptainerBackend().reap(lease)  # as a successor server would, for a dead owner
+    assert [c["argv"][-1] for c in singularity.calls("instance", "stop")] == [name] and not fake.calls()
+    assert not registered(sandbox_root, name)
+    await sandbox.close()
 
 
 def test_pull_cli_pulls_each_distinct_image_once(fake, tmp_path, capsys):
@@ -395,48 +554,8 @@ def test_pull_cli_pulls_each_distinct_image_once(fake, tmp_path, capsys):
     assert dataset_images([data]) == ["docker://a/x:1"]
     assert dataset_images([data], "meta.image") == ["docker://b/y:2"]
     cache = tmp_path / "c"
-    assert pull_main([str(data), "--cache-dir", str(cache), "--binary", str(fake)]) == 0
+    assert pull_main([str(data), "--cache-dir", str(cache), "--binary", str(fake.binary)]) == 0
     assert sif_path("docker://a/x:1", cache).read_text() == "sif"
-    assert pull_main([str(data), "--cache-dir", str(cache), "--binary", str(fake)]) == 0
-    assert len([c for c in calls(fake) if c["argv"][0] == "pull"]) == 1
+    assert pull_main([str(data), "--cache-dir", str(cache), "--binary", str(fake.binary)]) == 0
+    assert len(fake.calls("pull")) == 1
     assert "cached  docker://a/x:1" in capsys.readouterr().out
-
-
-# ------------------------------------------------------------------------------------ real Apptainer
-
-TEST_IMAGE = os.environ.get("PRORL_APPTAINER_TEST_IMAGE")
-real_apptainer = pytest.mark.skipif(
-    shutil.which(ApptainerOptions().binary) is None or not TEST_IMAGE,
-    reason="apptainer not on PATH (not installable on this machine kind); "
-    "set PRORL_APPTAINER_TEST_IMAGE=<sif> on an HPC node to run",
-)
-
-
-def instances() -> str:
-    return subprocess.run(["apptainer", "instance", "list"], capture_output=True, text=True).stdout
-
-
-@real_apptainer
-async def test_real_apptainer_full_sandbox_api(sandbox_root):
-    """Needs a self-contained .venvs/sandbox (see docs/hpc.md) and an image with bash."""
-    spec = SandboxSpec(
-        backend="apptainer", image=TEST_IMAGE, root_dir=sandbox_root, command_timeout_s=30, start_timeout_s=300
-    )
-    sandbox = await create_sandbox(spec)
-    name = instance_name(sandbox.id)
-    try:
-        assert name in instances()
-        await sandbox.bash("mkdir -p sub && cd sub && export X=41")
-        result = await sandbox.bash('echo "$((X + 1)) $PWD $HOME"')
-        assert result.output == "42 /workspace/sub /workspace\n" and result.exit_code == 0
-        interfaces = await sandbox.bash("tail -n +3 /proc/net/dev | cut -d: -f1")
-        assert interfaces.output.split() == ["lo"]  # its own, empty network namespace
-        assert (await sandbox.python("import os; x = 6 * 7; print(x, os.getcwd())")).output == "42 /workspace\n"
-        assert (await sandbox.python("print(x + 1)")).output == "43\n"
-        await sandbox.write_file("notes/a.txt", "hello\n")
-        assert (await sandbox.bash("cat /workspace/notes/a.txt")).output == "hello\n"
-        assert await sandbox.read_file("notes/a.txt") == "hello\n"
-    finally:
-        await sandbox.close()
-    assert name not in instances()
-    assert not (Path(sandbox_root) / sandbox.id).exists()

@@ -5,43 +5,66 @@
 The shape of bwrap.py: one long-lived instance per sandbox holds the namespaces (its pid 1
 is Apptainer's init, which the sandbox cannot kill), and each runtime process (pty bash,
 IPython kernel, file shell) joins it with one long-lived `apptainer exec instance://<name>`.
-Our own command lines, not spython's: it runs `singularity --version` before every call,
-hard-codes the binary, drops contain=True and exits the process on a missing bind path.
+Our own command lines (apptainer_cli.py), not spython's: it runs `singularity --version`
+before every call, hard-codes the binary, drops contain=True and exits the process on a
+missing bind path.
 
-Inside: the image under a tmpfs overlay (--writable-tmpfs: installs work, and go with the
-instance; its size is the site's `sessiondir max size`) and, of the host, only:
-  <private>/workspace -> spec.workspace   read-write, on disk (not in the small overlay)
+Inside: the image under an overlay whose writes go to the node's disk (<private>/overlay;
+`overlay: tmpfs` or a site that refuses it: --writable-tmpfs, capped by `sessiondir max
+size`) and, of the host, only:
+  <private>/workspace -> spec.workspace   read-write, on disk
   <private>/work      -> /tmp, /var/tmp   (--workdir), same reason
+  <private>/copies/i  -> disk_copies[i]   a copy of that image directory, ours (a root-owned
+                                          /testbed is read-only without fakeroot)
   <private>/run       -> <private>/run    kernel sockets: the connection file names this path
   python_dirs(kernel_python), read-only as in bwrap (nothing to bind: the image's interpreter)
   spec.binds
 --containall skips the site's `bind path`s (Apptainer adds only /etc/localtime and a localhost
-/etc/hosts); no home; no network unless asked. Environment: --cleanenv and --env, except HOME
-(Apptainer refuses it from --env: `env` sets it inside) and PATH (the image's own, e.g. its
+/etc/hosts); no home; no network unless asked. Environment: --cleanenv and a 0600 env file,
+except HOME (Apptainer refuses it: `env` sets it inside) and PATH (the image's own, e.g. its
 conda env, unless spec.env sets it). Instance names carry owner_id(), so stopping or reaping
 never touches another job's instances.
+
+limits.processes (RLIMIT_NPROC) counts per sandbox only inside a user namespace on kernels
+>= 5.14; elsewhere (EL8's 4.18, setuid installs) it would count every task of the user on
+the node, so there it is not set (`nproc: auto`, with a warning) unless `nproc: enforce`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
 import logging
 import os
-import re
+import resource
 import shutil
-import signal
-from collections.abc import Mapping
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from prorl_gym.sandbox.backends.apptainer_cli import (
+    ApptainerError,
+    ApptainerTimeout,
+    StopResult,
+    copies_dir,
+    copy_out_argv,
+    host_env,
+    instance_name,
+    instance_start_argv,
+    join_argv,
+    kill_master,
+    limits_prefix,
+    pull_argv,
+    pull_env,
+    read_instance,
+    remove_instance_files,
+    run,
+    sif_path,
+    stop,
+    write_env_file,
+)
 from prorl_gym.sandbox.backends.base import private_dir_of
-from prorl_gym.sandbox.backends.bwrap import python_dirs
-from prorl_gym.sandbox.errors import SandboxStartError
 from prorl_gym.sandbox.limits import ulimit_command
-from prorl_gym.sandbox.owner import owner_id
-from prorl_gym.sandbox.spec import SANDBOX_ENV, BackendOptions, SandboxSpec
+from prorl_gym.sandbox.spec import SANDBOX_ENV, BackendOptions, Limits, SandboxSpec
 
 if TYPE_CHECKING:
     from prorl_gym.sandbox.leases import Lease
@@ -51,28 +74,11 @@ INSTALL_HINT = "the apptainer backend needs Apptainer on PATH (`module load appt
 `apptainer` package), or SingularityCE with apptainer.binary: singularity"
 PULL_HINT = "pre-pull images on a node with network (e.g. a login node): python -m prorl_gym.sandbox.apptainer_pull <dataset.jsonl>"
 STOP_TIMEOUT_S = 30.0
-MAX_NAME = 96
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")  # Apptainer's instance names: ^[a-zA-Z0-9._-]+$ (so no glob either)
-# Set by the shell driver at spawn time (its prompt marker). Apptainer never passes a host PS1
-# into the container (its action script resets it), only <PREFIX>ENV_PS1.
-FORWARD = ("PS1", "PS2")
-# Of the server's environment, only what the apptainer binary itself needs: no APPTAINER_BIND or
-# APPTAINERENV_* a module file may set (they would add binds or variables to every sandbox).
-HOST_KEYS = (
-    "PATH",
-    "HOME",
-    "USER",
-    "LOGNAME",
-    "LANG",
-    "TMPDIR",
-    "XDG_RUNTIME_DIR",
-    "DBUS_SESSION_BUS_ADDRESS",
-) + tuple(f"{tool}_{name}" for tool in ("APPTAINER", "SINGULARITY") for name in ("CACHEDIR", "TMPDIR", "CONFIGDIR"))
-PROXY_KEYS = ("http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
-
-
-class ApptainerError(SandboxStartError):
-    pass
+# After a start timed out, its instance (detached by the starter) may still register: how long
+# close() keeps stopping it by name, and how long a reaper waits before forgetting such a lease.
+LATE_START_GRACE_S = 15.0
+ABANDONED_GRACE_S = 600.0
+NPROC_PER_NAMESPACE_KERNEL = (5, 14)  # RLIMIT_NPROC counted per user namespace from here on
 
 
 class ApptainerOptions(BackendOptions):
@@ -82,139 +88,74 @@ class ApptainerOptions(BackendOptions):
     cache_dir: str | None = (
         None  # where pulled .sif images are kept (default: $APPTAINER_CACHEDIR or ~/.apptainer/cache)
     )
+    # dir: writes to the image go to <private>/overlay on the node's disk (needs user namespaces with
+    # kernel overlayfs, or fuse-overlayfs; a site that refuses it falls back to tmpfs with a warning).
+    # tmpfs: --writable-tmpfs, capped by the site's `sessiondir max size` (64 MiB by default).
+    overlay: Literal["dir", "tmpfs"] = "dir"
+    disk_copies: tuple[str, ...] = ()  # image directories copied to the sandbox's disk, bound back writable
+    config_dir: str | None = None  # APPTAINER_CONFIGDIR of the instances (default: <root_dir>/.apptainer)
+    nproc: Literal["auto", "enforce", "off"] = "auto"  # limits.processes: see the module docstring
     extra_args: tuple[str, ...] = ()  # appended to `instance start`
 
 
-# ---------------------------------------------------------------- pure command builders (unit-tested)
-
-
-def instance_name(sandbox_id: str, owner: str | None = None) -> str:
-    raw = f"prorl-{owner or owner_id()}-{sandbox_id}"
-    name = _UNSAFE.sub("-", raw)
-    if len(name) > MAX_NAME:  # still unique: the hash covers the full name
-        name = f"{name[: MAX_NAME - 11]}-{hashlib.sha256(raw.encode()).hexdigest()[:10]}"
-    return name
-
-
-def host_env(environ: Mapping[str, str], proxies: bool = False) -> dict[str, str]:
-    keys = HOST_KEYS + (PROXY_KEYS if proxies else ())
-    return {key: value for key, value in environ.items() if key in keys}
-
-
-def _bind(src: str | Path, dst: str | Path, writable: bool) -> list[str]:
-    if any(sep in str(path) for path in (src, dst) for sep in ",:"):  # --bind's own separators
-        raise ApptainerError(f"apptainer cannot bind a path containing ',' or ':': {src} -> {dst}")
-    return ["--bind", f"{src}:{dst}:{'rw' if writable else 'ro'}"]
-
-
-def instance_start_argv(
-    spec: SandboxSpec, name: str, private_dir: Path, image: str, binary: str | None = None
-) -> list[str]:
-    run = private_dir / "run"
-    argv = [binary or spec.backend.binary, "instance", "start", "--containall", "--no-home", "--writable-tmpfs"]
-    argv += ["--workdir", str(private_dir / "work")]
-    if not spec.network:
-        argv += ["--net", "--network", "none"]
-    if spec.backend.fakeroot:
-        argv.append("--fakeroot")
-    control = private_dir / "ctl"  # kernel connection files: read-only inside
-    argv += (
-        _bind(private_dir / "workspace", spec.workspace, True) + _bind(run, run, True) + _bind(control, control, False)
-    )
-    for path in python_dirs(spec.kernel_python):  # one not on this host is the image's own
-        argv += _bind(path, path, False) if os.path.isdir(path) else []
-    for bind in spec.binds:
-        argv += _bind(bind.src, bind.dst or bind.src, bind.writable)
-    return argv + list(spec.backend.extra_args) + [image, name]
+def config_dir_of(options: ApptainerOptions, root_dir: str | Path) -> Path:
+    return Path(options.config_dir) if options.config_dir else Path(root_dir) / ".apptainer"
 
 
 def container_env(spec: SandboxSpec) -> dict[str, str]:
-    """What --env passes (HOME aside): bwrap's allow-list, PATH only if spec.env sets it."""
-    env = {"TMPDIR": "/tmp", **SANDBOX_ENV}
+    """The env file's variables (HOME aside): bwrap's allow-list, PATH only if spec.env sets it;
+    no bytecode (it would fill the overlay and go stale as the agent edits)."""
+    env = {"TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", **SANDBOX_ENV}
     return {key: value for key, value in (env | spec.env).items() if key != "HOME"}
 
 
-def _env_arg(key: str, value: str) -> str:
-    pair = f"{key}={value}"  # --env is pflag's key=value map: one '=' is taken whole, more are CSV
-    return pair if pair.count("=") == 1 or not re.search('[,"]', pair) else '"' + pair.replace('"', '""') + '"'
+def kernel_release() -> str:  # a function: tests model other kernels
+    return os.uname().release
 
 
-def exec_prefix(spec: SandboxSpec, name: str, binary: str | None = None) -> list[str]:
-    argv = [binary or spec.backend.binary, "--quiet", "exec", "--cleanenv", "--pwd", spec.workspace]
-    for key, value in container_env(spec).items():
-        argv += ["--env", _env_arg(key, value)]
-    return argv + [f"instance://{name}", "/usr/bin/env", f"HOME={spec.env.get('HOME', spec.workspace)}"]
-
-
-def forward_script(binary: str) -> str:
-    """sh for a shell's join: pass FORWARD in as <PREFIX>ENV_<var>, then `env -i` the rest."""
-    # SingularityCE reads SINGULARITYENV_; Apptainer (also when installed as `singularity`) APPTAINERENV_.
-    prefix = "SINGULARITYENV_" if Path(os.path.realpath(binary)).name.startswith("singularity") else "APPTAINERENV_"
-    return "exec /usr/bin/env -i " + "".join(f'"{prefix}{var}=${var}" ' for var in FORWARD) + '"$@"'
-
-
-def join_argv(
-    spec: SandboxSpec, name: str, host: dict[str, str], binary: str | None = None, shell: bool = False
-) -> list[str]:
-    """The host command line before argv: `apptainer exec` with only the host environment the
-    binary needs (the spawn environment is the driver's, meant for inside); for a shell, a tiny
-    sh first forwards its prompt variables."""
-    binary = binary or spec.backend.binary
-    pairs = [f"{key}={value}" for key, value in host.items()]
-    head = ["/bin/sh", "-c", forward_script(binary), "prorl-apptainer-exec"] if shell else ["/usr/bin/env", "-i"]
-    return head + pairs + exec_prefix(spec, name, binary)
-
-
-def limits_prefix(spec: SandboxSpec) -> list[str]:
-    """The rlimits, set inside. Not prlimit before `apptainer exec`: there RLIMIT_NPROC would
-    count every task of the user on the node (each exec is a multi-threaded Go process)."""
-    ulimit = ulimit_command(spec.limits)
-    return ["bash", "-c", f'{ulimit} && exec "$@"', "prorl-limits"] if ulimit else []
-
-
-def instance_stop_argv(name: str, binary: str = "apptainer") -> list[str]:
-    return [binary, "instance", "stop", "--force", name]  # --force: SIGKILL, as bwrap's close
-
-
-def sif_path(uri: str, cache_dir: str | Path | None = None) -> Path:
-    """<cache_dir>/<sanitised uri>.sif; by default in Apptainer's cache dir, beside its own layout."""
-    name = _UNSAFE.sub("_", uri.replace("://", "_")).strip("._") or "image"
-    if len(name) > 200:
-        name = f"{name[:189]}-{hashlib.sha256(uri.encode()).hexdigest()[:10]}"
-    cache = os.environ.get("APPTAINER_CACHEDIR") or os.environ.get("SINGULARITY_CACHEDIR") or "~/.apptainer/cache"
-    return (Path(cache_dir) if cache_dir else Path(cache) / "prorl-sif").expanduser() / f"{name}.sif"
-
-
-def pull_argv(uri: str, dest: str | Path, binary: str = "apptainer") -> list[str]:
-    return [binary, "pull", str(dest), uri]
-
-
-async def _run(
-    argv: list[str], timeout: float | None, env: dict[str, str], log_path: Path | None = None
-) -> tuple[int, str]:
-    """(exit code, output tail). `instance start` logs to a file: its instance could hold a pipe open."""
-    sink = open(log_path, "ab") if log_path else asyncio.subprocess.PIPE  # noqa: SIM115
+def nproc_counted_per_sandbox(userns: bool | None, release: str) -> bool:
+    """RLIMIT_NPROC counts only the sandbox's tasks: in a user namespace, on kernel >= 5.14
+    (EL kernels backport much, so a site that knows better sets `nproc: enforce`)."""
     try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=sink,
-            stderr=asyncio.subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
+        version = tuple(int(part) for part in release.split("-")[0].split(".")[:2])
+    except ValueError:
+        return False
+    return bool(userns) and version >= NPROC_PER_NAMESPACE_KERNEL
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str, *args) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        log.warning(message, *args)
+
+
+def effective_limits(spec: SandboxSpec, userns: bool | None) -> Limits:
+    mode, limits = spec.backend.nproc, spec.limits
+    if limits.processes is None or mode == "enforce":
+        return limits
+    if mode == "auto" and nproc_counted_per_sandbox(userns, kernel_release()):
+        return limits
+    if mode == "auto":
+        _warn_once(
+            "nproc",
+            "limits.processes is NOT enforced in apptainer sandboxes here (user namespace: %s, kernel %s): "
+            "RLIMIT_NPROC would count every task of this user on the node. Set sandbox.backend.nproc=enforce "
+            "if this kernel counts per user namespace.",
+            userns,
+            kernel_release(),
         )
-    finally:
-        if log_path:
-            sink.close()
-    try:
-        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
-    except TimeoutError:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        await proc.wait()
-        raise ApptainerError(f"`{' '.join(argv[:3])} ...` timed out after {timeout}s") from None
-    text = await asyncio.to_thread(log_path.read_text, errors="replace") if log_path else out.decode(errors="replace")
-    return proc.returncode, text[-2000:]
+    return limits.model_copy(update={"processes": None})
+
+
+def raise_nproc_soft_limit() -> None:
+    """The server's own RLIMIT_NPROC caps all its sandboxes' tasks: raise the soft limit to the
+    hard one (EL's default soft limit of 4096 is reached by a few dozen sandboxes)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    if soft != hard:
+        resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))
 
 
 _pull_locks: dict[Path, asyncio.Lock] = {}
@@ -233,7 +174,7 @@ async def pull_image(
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(f".{dest.stem}.{os.getpid()}.tmp.sif")  # concurrent pullers never see half a file
         log.info("pulling %s to %s", uri, dest)
-        code, out = await _run(pull_argv(uri, tmp, binary), timeout, host_env(os.environ, proxies=True))
+        code, out = await run(pull_argv(uri, tmp, binary), timeout, pull_env(os.environ))
         if code != 0:
             tmp.unlink(missing_ok=True)
             raise ApptainerError(f"{binary} pull {uri} failed (exit {code}): {out}\n{PULL_HINT}")
@@ -241,13 +182,7 @@ async def pull_image(
     return dest
 
 
-async def _stop(name: str, binary: str) -> None:
-    try:
-        code, out = await _run(instance_stop_argv(name, binary), STOP_TIMEOUT_S, host_env(os.environ))
-    except (OSError, ApptainerError) as exc:
-        code, out = -1, str(exc)
-    if code != 0 and "no instance found" not in out.lower():
-        log.warning("could not stop apptainer instance %s (exit %s): %s", name, code, out)
+_overlay_refused: set[str] = set()  # binaries whose site refused an --overlay dir: straight to tmpfs
 
 
 # ---------------------------------------------------------------- placement and backend
@@ -269,47 +204,116 @@ class ApptainerPlacement:
         self.python = spec.kernel_python
         self.instance = instance_name(sandbox_id)  # recorded in the lease, for the reaper
         self.pids: list[int] = []  # nothing of ours to signal: stopping the instance ends it all
+        self.limits = spec.limits  # what is enforced here (see effective_limits), known once started
+        self.config_dir = config_dir_of(spec.backend, spec.root_dir)
+        self.env_file = private_dir / "env"
         self._spec = spec
         self._binary = binary
-        self._join = join_argv(spec, self.instance, host_env(os.environ), binary)
-        self._join_shell = join_argv(spec, self.instance, host_env(os.environ), binary, shell=True)
+        self._host = host_env(os.environ, self.config_dir)
         self._started = False
+        self._start_timed_out = False
         self._closed = False
+        self._gone = True
 
     async def start(self) -> None:
         spec, image = self._spec, self._spec.image
-        for sub in ("workspace", "work", "run", "ctl"):
-            (self.private_dir / sub).mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(self._make_dirs)
         if not image:
             raise ApptainerError("the apptainer backend needs sandbox.image: a .sif path or a docker:// URI")
         if "://" in image:  # the pre-pulled .sif; pulled here (once per image) if it is missing
             image = str(await pull_image(image, spec.backend.cache_dir, self._binary))
         elif not os.path.exists(image):
             raise ApptainerError(f"image {image} does not exist")
-        argv = instance_start_argv(spec, self.instance, self.private_dir, image, self._binary)
+        if spec.backend.disk_copies:
+            code, out = await run(copy_out_argv(spec, self.private_dir, image, self._binary), None, self._host)
+            if code != 0:
+                raise ApptainerError(f"copying {list(spec.backend.disk_copies)} out of {image} failed: {out}")
         self._started = True
-        code, out = await _run(argv, spec.start_timeout_s, host_env(os.environ), self.private_dir / "apptainer.log")
-        if code != 0:
-            raise ApptainerError(f"`{self._binary} instance start` failed (exit {code}): {out}")
+        await self._start_instance(image)
+        state = await asyncio.to_thread(read_instance, self.config_dir, self.instance) or {}
+        self.limits = effective_limits(spec, state.get("userns"))
+
+    def _make_dirs(self) -> None:
+        for sub in ("workspace", "work", "run", "ctl", "overlay"):
+            (self.private_dir / sub).mkdir(parents=True, exist_ok=True)
+        for index in range(len(self._spec.backend.disk_copies)):
+            copies_dir(self.private_dir, index).mkdir(parents=True, exist_ok=True)
+        self.config_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_env_file(self.env_file, container_env(self._spec))
+
+    async def _start_instance(self, image: str) -> None:
+        spec = self._spec
+        overlay = "tmpfs" if self._binary in _overlay_refused else spec.backend.overlay
+        while True:
+            argv = instance_start_argv(spec, self.instance, self.private_dir, image, self._binary, overlay)
+            try:
+                code, out = await run(argv, spec.start_timeout_s, self._host, self.private_dir / "apptainer.log")
+            except ApptainerTimeout:
+                self._start_timed_out = True
+                raise
+            if code != 0 and overlay == "dir" and "overlay" in out.lower():
+                _overlay_refused.add(self._binary)
+                _warn_once(
+                    f"overlay:{self._binary}",
+                    "this site refuses an --overlay directory (%s); sandboxes use --writable-tmpfs, "
+                    "capped by `sessiondir max size` (see docs/hpc.md, site checklist)",
+                    out.strip().splitlines()[-1] if out.strip() else f"exit {code}",
+                )
+                overlay = "tmpfs"
+                continue
+            if code != 0:
+                raise ApptainerError(f"`{self._binary} instance start` failed (exit {code}): {out}")
+            return
+
+    def _join(self, shell: bool) -> list[str]:
+        return join_argv(self._spec, self.instance, self._host, self.env_file, self._binary, shell=shell)
 
     def wrap(self, argv: list[str]) -> list[str]:
-        return self._join + limits_prefix(self._spec) + list(argv)
+        return self._join(shell=False) + limits_prefix(self.limits) + list(argv)
 
     def wrap_shell(self, argv: list[str]) -> tuple[list[str], str]:
         """As bwrap: a shell sets its limits itself with `ulimit` (one exec less per start)."""
-        return self._join_shell + list(argv), ulimit_command(self._spec.limits)
+        return self._join(shell=True) + list(argv), ulimit_command(self.limits)
 
     def environment(self) -> dict[str, str]:
         return {"HOME": self._spec.env.get("HOME", self.workspace), **container_env(self._spec)}
 
-    async def close(self) -> None:
-        """Stop this instance only (SIGKILL to its pid 1 ends everything in it), remove the files."""
+    async def close(self) -> bool:
+        """Stop this instance only (SIGKILL to its pid 1 ends everything in it), remove the files.
+        False if it may still run (a start that timed out and never showed up): then the files
+        stay, and the lease with them, for a reaper."""
         if self._closed:
-            return
+            return self._gone
         self._closed = True
         if self._started:
-            await _stop(self.instance, self._binary)
-        await asyncio.to_thread(shutil.rmtree, self.private_dir, True)
+            self._gone = await (self._stop_late_start() if self._start_timed_out else self._stop())
+        if self._gone:
+            await asyncio.to_thread(remove_instance_files, self.config_dir, self.instance)
+            await asyncio.to_thread(shutil.rmtree, self.private_dir, True)
+        return self._gone
+
+    async def _stop(self) -> bool:
+        result, out = await stop(self.instance, self._binary, self._host, STOP_TIMEOUT_S)
+        if result is StopResult.FAILED:
+            log.warning("could not stop apptainer instance %s: %s", self.instance, out)
+        return result is not StopResult.FAILED
+
+    async def _stop_late_start(self) -> bool:
+        """The starter detaches the instance (setsid) before it registers: killing the CLI does not
+        end it, and it may register after a stop found nothing. Kill its master by title, and stop
+        it by name until it shows up or the grace runs out."""
+        deadline = time.monotonic() + LATE_START_GRACE_S
+        while True:
+            killed = await asyncio.to_thread(kill_master, self.instance)
+            result, _ = await stop(self.instance, self._binary, self._host, STOP_TIMEOUT_S)
+            if killed or result is StopResult.STOPPED:
+                return True
+            if time.monotonic() > deadline:
+                log.warning(
+                    "apptainer instance %s timed out starting and did not show up; its lease stays", self.instance
+                )
+                return False
+            await asyncio.sleep(0.5)
 
 
 def running_as_root() -> bool:  # a function: tests with a fake apptainer may run as root
@@ -331,21 +335,36 @@ class ApptainerBackend:
             raise ApptainerError(f"{spec.backend.binary!r} not found on PATH: {INSTALL_HINT}")
         if running_as_root():  # no user namespace then: the sandbox would be host root
             raise ApptainerError("refusing to run Apptainer sandboxes as root: run the server as an unprivileged user")
+        raise_nproc_soft_limit()
         private_dir = private_dir_of(spec, sandbox_id)
         private_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(private_dir, 0o700)
         placement = ApptainerPlacement(sandbox_id, private_dir, spec, binary)
         try:
             await placement.start()
-        except BaseException:
-            await placement.close()
+        except BaseException as exc:
+            if not await placement.close() and isinstance(exc, ApptainerError):
+                exc.may_live = True  # the lease stays: a reaper finishes it
             raise
         return placement
 
-    async def reap(self, lease: Lease) -> None:
-        """A dead owner's instance, by the name in its lease (which carries that owner's id)."""
-        binary = shutil.which("apptainer") or shutil.which("singularity")
-        # A lease written before the start has no instance yet; its name follows from the ids.
-        name = lease.instance or instance_name(lease.sandbox_id, lease.owner)
-        if binary:
-            await _stop(name, binary)
+    async def reap(self, lease: Lease) -> bool:
+        """A dead owner's (or an abandoned) instance, by the name in its lease, with the binary and
+        config dir its owner used."""
+        options = ApptainerOptions.model_validate(lease.options) if lease.options else ApptainerOptions()
+        config_dir = config_dir_of(options, Path(lease.private_dir).parent)
+        name = lease.instance or instance_name(lease.sandbox_id, lease.owner)  # a lease written before the start
+        binary = shutil.which(options.binary)
+        if binary is None:
+            log.warning("cannot reap apptainer instance %s: %r is not on PATH", name, options.binary)
+            return True
+        killed = lease.abandoned is not None and await asyncio.to_thread(kill_master, name)
+        result, out = await stop(name, binary, host_env(os.environ, config_dir), STOP_TIMEOUT_S)
+        if result is StopResult.FAILED:
+            log.warning("could not stop apptainer instance %s: %s", name, out)
+            return False
+        late = lease.abandoned is not None and time.time() - lease.abandoned < ABANDONED_GRACE_S
+        if result is StopResult.MISSING and late and not killed:
+            return False  # it may still register: look again next round
+        await asyncio.to_thread(remove_instance_files, config_dir, name)
+        return True

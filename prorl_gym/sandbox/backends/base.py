@@ -38,8 +38,9 @@ class Placement(KernelHost, Protocol):
         """Like wrap, for an interactive bash: (command line, bash commands to run first)."""
         ...
 
-    async def close(self) -> None:
-        """End every process of the sandbox and release its resources. Idempotent."""
+    async def close(self) -> bool:
+        """End every process of the sandbox and release its resources. Idempotent. False if
+        something of it may still run (its lease is then kept, marked abandoned, for a reaper)."""
         ...
 
 
@@ -48,8 +49,9 @@ class Backend(Protocol):
 
     async def place(self, sandbox_id: str, spec: SandboxSpec) -> Placement: ...
 
-    async def reap(self, lease: Lease) -> None:
-        """End whatever of a dead owner's sandbox still runs (the reaper removes its files)."""
+    async def reap(self, lease: Lease) -> bool:
+        """End whatever of a dead owner's (or an abandoned) sandbox still runs; True when it is
+        gone (the reaper then removes its files and lease), False to look again later."""
         ...
 
     def zygote_config(self, spec: SandboxSpec) -> ZygoteConfig | None:

@@ -335,10 +335,10 @@ class BwrapPlacement:
         env.update(self._spec.env)
         return env
 
-    async def close(self) -> None:
+    async def close(self) -> bool:
         """Killing pid 1 ends every process of the sandbox; its tmpfs goes with its mounts."""
         if self._closed:
-            return
+            return True
         self._closed = True
         if self.init_pid > 0:
             try:  # bwrap then reaps it and exits: nothing is orphaned to the host's init
@@ -355,6 +355,7 @@ class BwrapPlacement:
             os.close(self._userns_fd)
             self._userns_fd = -1
         await asyncio.to_thread(shutil.rmtree, self.private_dir, True)
+        return True
 
 
 def _outer_user_namespace(init_pid: int) -> int:

@@ -92,12 +92,13 @@ class UnisolatedPlacement:
         env[TAG_VAR] = self.sandbox_id
         return env
 
-    async def close(self) -> None:
+    async def close(self) -> bool:
         if self._closed:
-            return
+            return True
         self._closed = True
         await asyncio.to_thread(kill_tagged, self.sandbox_id)
         await asyncio.to_thread(shutil.rmtree, self.private_dir, True)
+        return True
 
 
 def untraversable_parent(path: Path, uid: int) -> Path | None:
@@ -161,10 +162,11 @@ class LocalBackend:
             raise IsolationUnavailable(f"{exc}\n{INSTALL_HINT}") from exc
         return placement
 
-    async def reap(self, lease: Lease) -> None:
+    async def reap(self, lease: Lease) -> bool:
         # bwrap: killing the holder and pid 1 ends the whole namespace; unisolated: the tag.
         await asyncio.to_thread(kill_lease_pids, lease)
         await asyncio.to_thread(kill_tagged, lease.sandbox_id)
+        return True
 
 
 def kill_tagged(sandbox_id: str) -> int:

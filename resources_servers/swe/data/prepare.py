@@ -72,6 +72,7 @@ else:
 cov.stop()
 cov.save()
 """
+BASELINE_TIMEOUT_S = 300.0
 MAX_COVERING = 300  # a function more tests reach than this is left out (its bugs would break too many)
 NOOP = "diff --git a/.prorl-noop b/.prorl-noop\nnew file mode 100644\n--- /dev/null\n+++ b/.prorl-noop\n@@ -0,0 +1 @@\n+noop\n"
 LIST_UNITTEST = (
@@ -105,6 +106,7 @@ class Workspace:
         )
         self.project = project
         self.runner = runner_for(project.runner)
+        self.timeout_s = BASELINE_TIMEOUT_S  # a mutant's run: a few times the baseline (an infinite loop ends early)
         # what coverage measures: the top-level packages and modules of the code bugs go into
         base = Path(project.pythonpath)
         self.packages = sorted({str(base / Path(p).relative_to(base).parts[0]) for p in sources(tree, project)})
@@ -150,7 +152,8 @@ class Workspace:
             command = "/tmp/cover.py " + command.removeprefix("-m ")
         try:
             r = await self.sb.bash(
-                f"cd /workspace && timeout -k 5 300 python {command} > /tmp/log 2>&1; echo RC=$?", 400
+                f"cd /workspace && timeout -k 5 {self.timeout_s:.0f} python {command} > /tmp/log 2>&1; echo RC=$?",
+                self.timeout_s + 60,
             )
             log = (await self.sb.read_bytes("/tmp/log")).decode(errors="replace")
         finally:
@@ -218,7 +221,10 @@ async def build_project(project: Project, cache: RepoCache, args, root: str) -> 
         await asyncio.gather(*(w.__aenter__() for w in workspaces))
         try:
             ids = await workspaces[0].collect()
+            baseline_started = time.monotonic()
             runs = await asyncio.gather(workspaces[0].run(ids, coverage=True), workspaces[-1].run(ids))
+            for w in workspaces:  # the whole suite, under coverage, bounds any run of a subset of it
+                w.timeout_s = min(BASELINE_TIMEOUT_S, max(30.0, 3 * (time.monotonic() - baseline_started)))
             stable = sorted(t for t in ids if all(run[0].get(t) == "passed" for run in runs))
             reach = Coverage(tree, await workspaces[0].coverage(), stable)
             print(
@@ -268,12 +274,16 @@ async def build_project(project: Project, cache: RepoCache, args, root: str) -> 
     return accepted
 
 
+NOT_SOURCE = {"docs", "doc", "examples", "benchmarks", "scripts", "setup.py", "conftest.py", "__main__.py"}
+
+
 def sources(tree: Path, project: Project) -> list[str]:
-    files = (str(p.relative_to(tree)) for p in tree.rglob("*.py"))
+    """The package's own modules (under its import root), where bugs go."""
+    files = (p.relative_to(tree) for p in (tree / project.pythonpath).rglob("*.py"))
     return sorted(
-        p
+        str(p)
         for p in files
-        if not is_protected(p, set()) and not p.endswith("__main__.py") and p not in project.skip_sources
+        if not NOT_SOURCE & set(p.parts) and not is_protected(str(p), set()) and str(p) not in project.skip_sources
     )
 
 

@@ -236,6 +236,7 @@ def test_image_rows():
         SandboxSpec(backend="apptainer"), {"environment": {"image": "/images/t.sif", "pythonpath": "src"}}, None
     )
     assert spec.image == "/images/t.sif" and spec.env["PYTHONPATH"] == "/testbed/src" and not spec.binds
+    assert spec.backend.disk_copies == ("/testbed",)  # Apptainer: the root-owned repository copied to disk
 
 
 async def test_image_repository_history_is_scrubbed(sandbox_root):
