@@ -96,6 +96,21 @@ validate-apptainer: setup link-venvs
 	@command -v $${PRORL_APPTAINER_BINARY:-apptainer} >/dev/null || { echo "apptainer is not on PATH (module load apptainer?)"; exit 2; }
 	$(PY) -m pytest -v -rs tests/sandbox/test_apptainer_real.py tests/sandbox/test_apptainer.py
 
+# A local 3-node Slurm cluster for tests/test_slurm_cluster.py: Debian's Slurm and munge packages (root only).
+SLURM_PACKAGES := slurmctld slurmd slurm-client munge
+.PHONY: slurm-deps
+slurm-deps:
+	@if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v sinfo >/dev/null && command -v munged >/dev/null; then \
+	  echo "slurm-deps: Slurm and munge are installed"; \
+	elif [ "$$(id -u)" != 0 ]; then \
+	  echo "slurm-deps: skipped (not root; install $(SLURM_PACKAGES) to run the Slurm tests)"; \
+	elif ! command -v apt-get >/dev/null; then \
+	  echo "slurm-deps: skipped (no apt-get; install $(SLURM_PACKAGES) to run the Slurm tests)"; \
+	else \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(SLURM_PACKAGES) \
+	  || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(SLURM_PACKAGES); }; \
+	fi
+
 # Every environment's data/prepare.py.
 data: setup
 	@set -e; for script in resources_servers/*/data/prepare.py; do echo "== $$script"; $(PY) $$script; done

@@ -151,9 +151,13 @@ def server_instances(stack: Stack) -> list[dict]:
 def test_a_run_in_flight_when_the_agent_stops_answers_a_shutdown_record(stack):
     """Last in this module: the agent is stopped for good (its supervisor too)."""
     row = read_jsonl(MATH.example)[0]
+    row["responses_create_params"]["metadata"] = {"scripted_latency_ms": "20000"}  # RUN outlasts the stop
     with ThreadPoolExecutor(1) as pool:
         answer = pool.submit(_post_run, stack.agent_url, row)
-        time.sleep(1.0)  # INIT done, RUN under way (300 ms per policy turn)
+        deadline = time.monotonic() + 30
+        while not live_sandboxes(stack):  # INIT done: RUN under way, waiting on the policy
+            assert time.monotonic() < deadline, "the rollout never started"
+            time.sleep(0.05)
         supervisor = _parent(supervised_server(stack.session, MATH_AGENT_FOLDER))
         os.kill(supervisor, signal.SIGINT)  # as ng_run does at shutdown
         status, record = answer.result(timeout=60)

@@ -8,6 +8,10 @@ from typing import Any
 from nemo_gym.base_resources_server import BaseSeedSessionResponse
 from pydantic import BaseModel
 
+# The `error.type` of a 503 whose sandbox is gone with its host or node (not one that failed to start).
+SANDBOX_LOST_ERROR = "sandbox_lost"
+SANDBOX_ERROR = "sandbox_error"
+
 
 class SeedSessionResponse(BaseSeedSessionResponse):
     sandbox_id: str

@@ -34,10 +34,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.metrics import ServerMetrics
 from prorl_gym.pipeline.failures import Failure, FailureType, Stage
-from prorl_gym.resources.protocol import SeedSessionResponse, ToolsResponse
+from prorl_gym.resources.protocol import SANDBOX_ERROR, SANDBOX_LOST_ERROR, SeedSessionResponse, ToolsResponse
 from prorl_gym.resources.sessions import SandboxSessions, UnknownSessionError
 from prorl_gym.resources.tools import TOOLS, Tool, ToolResult
-from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec
+from prorl_gym.sandbox import Sandbox, SandboxError, SandboxLostError, SandboxSpec
 from prorl_gym.supervise import supervised
 from prorl_gym.verify.pool import VerifierCrashed, VerifierError, VerifierPool, VerifierTimeout
 from prorl_gym.verify.transcript import count_tool_calls
@@ -77,9 +77,15 @@ def eval_failure(exc: Exception) -> Failure:
     """Why a verify could not judge. The machinery's failures (a worker crashed or hung, the eval
     sandbox died) are the infrastructure's and worth a new attempt; a check that raised on this
     row's data (a malformed answer spec, an unknown checker) would raise again."""
+    if isinstance(exc, SandboxLostError):  # the eval sandbox's host or node died
+        return Failure(stage=Stage.EVAL, type=FailureType.SANDBOX_LOST, message=str(exc), infra=True)
     kind = FailureType.TIMEOUT if isinstance(exc, (VerifierTimeout, TimeoutError)) else FailureType.EVAL_ERROR
     infra = not isinstance(exc, VerifierError) or isinstance(exc, (VerifierTimeout, VerifierCrashed))
     return Failure(stage=Stage.EVAL, type=kind, message=f"{type(exc).__name__}: {exc}", infra=infra)
+
+
+def sandbox_error_type(exc: SandboxError) -> str:
+    return SANDBOX_LOST_ERROR if isinstance(exc, SandboxLostError) else SANDBOX_ERROR
 
 
 def error_response(status: int, type_: str, message: str) -> JSONResponse:
@@ -99,6 +105,11 @@ def _route(method, body_type: type[BaseModel]):
     route.__name__ = route.__qualname__ = method.__name__.lstrip("_")
     route.__doc__ = method.__doc__
     return route
+
+
+class DrainRequest(BaseModel):
+    host: str  # a host's name or node, as /status lists them
+    draining: bool = True
 
 
 class SandboxResourcesServer(SimpleResourcesServer):
@@ -143,6 +154,8 @@ class SandboxResourcesServer(SimpleResourcesServer):
         self._metrics.mount(app)
         app.get("/tools")(self.list_tools)
         app.post("/release")(self.release)
+        app.get("/status")(self.status)
+        app.post("/hosts/drain")(self.drain_host)
         for tool in self._tools:
             app.post(f"/{tool.name}")(self._tool_route(tool))
         run_with_app(app, self._start, self._close)
@@ -233,7 +246,7 @@ class SandboxResourcesServer(SimpleResourcesServer):
             await self.stage_task(sandbox, body)
         except SandboxError as exc:
             await self._sessions.release(session_id)
-            return error_response(503, "sandbox_error", str(exc))
+            return error_response(503, sandbox_error_type(exc), str(exc))
         except Exception as exc:
             await self._sessions.release(session_id)
             log.exception("staging the task failed")
@@ -245,6 +258,18 @@ class SandboxResourcesServer(SimpleResourcesServer):
             tools=[tool.schema() for tool in self._tools],
             ends_rollout=[tool.name for tool in self._tools if tool.ends_rollout],
         )
+
+    async def status(self) -> dict[str, Any]:
+        """Live sandboxes, and per sandbox host: live sandboxes, capacity, health, failures."""
+        return {"live_sandboxes": len(self._sessions), "hosts": await self._sessions.hosts()}
+
+    async def drain_host(self, body: DrainRequest):
+        """Planned maintenance: no new sandboxes on this host (`draining: false` resumes); its running
+        sandboxes finish."""
+        try:
+            return await self._sessions.drain(body.host, body.draining)
+        except KeyError as exc:
+            return error_response(404, "unknown_host", str(exc.args[0]))
 
     async def release(self, request: Request) -> dict:
         return {"released": await self._sessions.release(request.session[SESSION_ID_KEY])}
@@ -261,7 +286,7 @@ class SandboxResourcesServer(SimpleResourcesServer):
                 outcome = "unknown_session"
                 return error_response(409, outcome, str(exc))
             except SandboxError as exc:
-                outcome = "sandbox_error"
+                outcome = sandbox_error_type(exc)
                 return error_response(503, outcome, str(exc))
             finally:
                 self._tool_seconds.labels(tool.name, outcome).observe(time.perf_counter() - started)

@@ -20,7 +20,9 @@ from pathlib import Path
 from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec, create_sandbox, get_backend
+from prorl_gym.sandbox.backends.base import SandboxFactory
 from prorl_gym.sandbox.leases import reap_stale
+from prorl_gym.sandbox.owner import short_hostname
 from prorl_gym.sandbox.pool import SandboxPool
 
 log = logging.getLogger(__name__)
@@ -35,7 +37,7 @@ class SandboxSessions:
         self.spec = spec
         self.idle_ttl_s = idle_ttl_s
         self.zygote = kernel_zygote_for(spec)
-        self._prepare = Sandbox.warm_up_kernel if warm_kernels else None  # every new sandbox, pooled or not
+        self._prepare = _warm_up_kernel if warm_kernels else None  # every new sandbox, pooled or not
         self.pool = SandboxPool(spec, pool_size, zygote=self.zygote, prepare=self._prepare) if pool_size else None
         self._sandboxes: dict[str, Sandbox] = {}
         self.counts: Counter[str] = Counter()  # since start: sandboxes started, failed to start, kernels started
@@ -64,6 +66,31 @@ class SandboxSessions:
         sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
         self._last_used.clear()
         await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
+        if isinstance(backend := get_backend(self.spec), SandboxFactory):
+            await backend.close()  # the hosts this server holds on other nodes
+
+    async def hosts(self) -> list[dict]:
+        """Where sandboxes run: each remote host (live sandboxes, capacity, health, failures), or this one."""
+        if isinstance(backend := get_backend(self.spec), SandboxFactory):
+            return await backend.status()
+        return [
+            {
+                "name": short_hostname(),
+                "node": short_hostname(),
+                "live": len(self._sandboxes),
+                "healthy": True,
+                "draining": False,
+                "started": self.counts["started"],
+                "start_failures": self.counts["start_failures"],
+            }
+        ]
+
+    async def drain(self, host: str, draining: bool = True) -> dict:
+        """Stop (or resume) new sandboxes on a remote host; KeyError for an unknown host."""
+        backend = get_backend(self.spec)
+        if not isinstance(backend, SandboxFactory):
+            raise KeyError(f"{self.spec.backend.kind!r} sandboxes have no hosts to drain")
+        return await backend.drain(host, draining)
 
     async def create(self, session_id: str, spec: SandboxSpec | None = None) -> Sandbox:
         """A fresh sandbox for this session (a stale one from a retried seed is closed first).
@@ -121,6 +148,10 @@ class SandboxSessions:
                 log.warning("closing sandbox of session %s: idle for more than %.0fs", sid, self.idle_ttl_s)
                 await self.release(sid)
             await reap_stale(self.spec.root_dir)
+
+
+def _warm_up_kernel(sandbox: Sandbox) -> None:
+    sandbox.warm_up_kernel()
 
 
 def kernel_zygote_for(spec: SandboxSpec) -> KernelZygote | None:

@@ -36,6 +36,11 @@ class EditError(SandboxFileError, ValueError):
     """An exact-match replace found the old text zero times, or more than once."""
 
 
+def resolve_path(workspace: str, path: str) -> str:
+    """Relative paths are relative to the workspace."""
+    return posixpath.normpath(posixpath.join(workspace, path))
+
+
 class SandboxFiles:
     def __init__(self, shell: PtyShell, workspace: str, timeout_s: float = 60.0, max_bytes: int = MAX_FILE_BYTES):
         self._shell = shell
@@ -44,8 +49,7 @@ class SandboxFiles:
         self.max_bytes = max_bytes
 
     def resolve(self, path: str) -> str:
-        """Relative paths are relative to the workspace."""
-        return posixpath.normpath(posixpath.join(self.workspace, path))
+        return resolve_path(self.workspace, path)
 
     async def _run(self, command: str, output_limit: int = 64 * 1024) -> str:
         result = await self._shell.run(command, self.timeout_s, output_limit=output_limit)

@@ -6,7 +6,13 @@ from prorl_gym.runtime.files import EditError, SandboxFileError, SandboxFileNotF
 from prorl_gym.runtime.kernel import PythonResult
 from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.sandbox.backends.base import UnknownBackendError, get_backend
-from prorl_gym.sandbox.errors import SandboxClosedError, SandboxError, SandboxKernelError, SandboxStartError
+from prorl_gym.sandbox.errors import (
+    SandboxClosedError,
+    SandboxError,
+    SandboxKernelError,
+    SandboxLostError,
+    SandboxStartError,
+)
 from prorl_gym.sandbox.sandbox import Sandbox, create_sandbox
 from prorl_gym.sandbox.spec import Bind, Limits, SandboxSpec
 
@@ -22,6 +28,7 @@ __all__ = [
     "SandboxFileNotFound",
     "SandboxFileTooLarge",
     "SandboxKernelError",
+    "SandboxLostError",
     "SandboxSpec",
     "SandboxStartError",
     "ShellResult",

@@ -19,5 +19,9 @@ class SandboxClosedError(SandboxError):
     pass
 
 
+class SandboxLostError(SandboxError):
+    """The sandbox is gone with its host or node (a dead Ray node or host process): its state is lost."""
+
+
 class SandboxKernelError(SandboxError):
     """The Python kernel could not be started (limits, resources)."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from prorl_gym.sandbox.owner import owner_id, process_alive, process_start_time
+from prorl_gym.sandbox.owner import owned_here, owner_id, process_alive, process_start_time
 
 if TYPE_CHECKING:
     from prorl_gym.sandbox.backends.base import Placement
@@ -115,6 +115,8 @@ async def reap_stale(root_dir: str | Path) -> list[str]:
     me = owner_id()
     reaped = []
     for lease in await asyncio.to_thread(read_leases, root_dir):
+        if not owned_here(lease.owner):  # another node's: its pids mean nothing here
+            continue
         if lease.abandoned is None and (lease.owner == me or not (lease.orphaned or lease.expired)):
             continue
         if lease.abandoned is not None:

@@ -157,7 +157,7 @@ class ProrlLocalProvider:
         if user not in (None, "root", 0):
             raise ValueError(f"prorl_local sandboxes have a single user; cannot run as {user!r}")
         if cwd is not None and cwd == sandbox.spec.workspace:
-            cwd = sandbox.placement.workspace  # same path when isolated; a host dir with isolation "none"
+            cwd = sandbox.workspace  # same path when isolated; a host dir with isolation "none"
         result = await sandbox.bash(_subshell(command, cwd, env), timeout_s)
         # Our pty merges stdout and stderr (as a terminal does): all output is in stdout; stderr is
         # None, or our own note when there is no exit code. Fields: (stdout, stderr, return_code).

@@ -28,8 +28,17 @@ def process_alive(pid: int, start_time: int | None) -> bool:
     return process_start_time(pid) == start_time
 
 
+def short_hostname() -> str:
+    return socket.gethostname().split(".")[0][:20]
+
+
 @cache
 def owner_id() -> str:
     """`<host>-<pid>-<start ticks>`: stable for this process, never reused by another."""
-    host = socket.gethostname().split(".")[0][:20]
-    return f"{host}-{os.getpid()}-{process_start_time(os.getpid())}"
+    return f"{short_hostname()}-{os.getpid()}-{process_start_time(os.getpid())}"
+
+
+def owned_here(owner: str) -> bool:
+    """Whether an owner id names a process of this host: only those can be judged alive or dead
+    here (a sandbox root on a shared file system holds other nodes' leases too)."""
+    return owner.rsplit("-", 2)[0] == short_hostname()

@@ -18,11 +18,11 @@ import secrets
 import socket
 from pathlib import Path
 
-from prorl_gym.runtime.files import SandboxFiles
+from prorl_gym.runtime.files import SandboxFiles, resolve_path
 from prorl_gym.runtime.kernel import IPythonKernel, KernelError, PythonResult
 from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
 from prorl_gym.runtime.zygote import KernelZygote
-from prorl_gym.sandbox.backends.base import Placement, get_backend
+from prorl_gym.sandbox.backends.base import Placement, SandboxFactory, get_backend
 from prorl_gym.sandbox.errors import SandboxClosedError, SandboxError, SandboxKernelError, SandboxStartError
 from prorl_gym.sandbox.leases import Lease, abandon_lease, lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
@@ -119,6 +119,20 @@ class Sandbox:
             raise SandboxKernelError(f"sandbox {self.id}: {exc}") from exc
 
     @property
+    def workspace(self) -> str:
+        """Where the sandbox's tools start, as its processes see it (a host directory when unisolated)."""
+        return self.placement.workspace
+
+    def resolve(self, path: str) -> str:
+        """A path as the sandbox's tools see it (relative ones are in the workspace)."""
+        return resolve_path(self.workspace, path)
+
+    @property
+    def own_pid_namespace(self) -> bool:
+        """Its processes see only each other (a runner inside may end every process but its own)."""
+        return self.placement.own_pid_namespace
+
+    @property
     def kernel_started(self) -> bool:
         """A Python kernel was started for this sandbox (it costs; most tasks never need one)."""
         return self._kernel is not None
@@ -188,6 +202,8 @@ async def create_sandbox(
     spec = spec or SandboxSpec()
     sandbox_id = sandbox_id or secrets.token_hex(6)
     backend = get_backend(spec)
+    if isinstance(backend, SandboxFactory):  # on a host elsewhere: the same API, remotely
+        return await backend.create(spec, sandbox_id)
     await _write_lease(spec.root_dir, lease_for(sandbox_id, spec))
     try:
         placement = await backend.place(sandbox_id, spec)

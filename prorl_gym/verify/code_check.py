@@ -157,7 +157,7 @@ async def run_tests(
         "nonce": nonce,
         # Own pid namespace (bwrap, apptainer --containall): the runner may end every process
         # but its own line. Without isolation it sees the host's processes: never.
-        "own_pid_namespace": sandbox.placement.own_pid_namespace,
+        "own_pid_namespace": sandbox.own_pid_namespace,
         "python": spec.kernel_python,
         "harness_dir": HARNESS,
         "workdir": spec.workspace,

@@ -35,10 +35,18 @@ from prorl_gym.pipeline.failures import Failure, FailureType, RolloutFailure, St
 from prorl_gym.pipeline.records import NG_FAILURE_CLASS_KEY, RolloutRecord
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.pipeline.tokens import token_ids_contiguous
-from prorl_gym.resources.protocol import ToolsResponse
+from prorl_gym.resources.protocol import SANDBOX_LOST_ERROR, ToolsResponse
 from responses_api_agents.prorl_agent.loop import AgentLoop, Limits
 
 log = logging.getLogger(__name__)
+
+
+def _error_type(payload: bytes) -> str | None:
+    """The `error.type` of a resources server's error response, if it is one."""
+    try:
+        return json.loads(payload)["error"]["type"]
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 class RunRequest(BaseRunRequest):
@@ -148,9 +156,11 @@ class Pipeline:
     async def _seed(self, row: dict, a: _Attempt) -> None:
         status, payload = await self._call(Stage.INIT, FailureType.INIT_ERROR, "/seed_session", row, a.cookies)
         if status != 200:
-            # 503: the sandbox could not start (infrastructure); 4xx: the row; 500: staging the task failed
+            # 503: the sandbox could not start or was lost (infrastructure); 4xx: the row; 500: staging failed
             message = f"seed_session returned {status}: {payload[:1500]!r}"
-            raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, message, infra=status == 503)
+            lost = status == 503 and _error_type(payload) == SANDBOX_LOST_ERROR
+            kind = FailureType.SANDBOX_LOST if lost else FailureType.INIT_ERROR
+            raise RolloutFailure(Stage.INIT, kind, message, infra=status == 503)
         a.host = json.loads(payload).get("host")
 
     async def tool_list(self) -> ToolsResponse:

@@ -8,7 +8,7 @@ first user message it recognises, and returns token ids and log-probs the way vL
 `return_token_id_information: true` works against it unchanged.
 
 Mode per request: `metadata.scripted_mode`, else the model name `scripted-<mode>`, else
-the server default.
+the server default. Latency per request: `metadata.scripted_latency_ms`, else `--latency-ms`.
 """
 
 from __future__ import annotations
@@ -67,6 +67,14 @@ class ScriptedPolicy:
             mode = model.removeprefix("scripted-")
         return mode if mode in MODES else self.default_mode
 
+    def latency_for(self, body: dict) -> float:
+        """`metadata.scripted_latency_ms` (a slow generation for one row), else the server's default."""
+        value = (body.get("metadata") or {}).get("scripted_latency_ms")
+        try:
+            return max(0.0, float(value) / 1000) if value is not None else self.latency_s
+        except (TypeError, ValueError):
+            return self.latency_s
+
     def next_step(self, messages: list[dict], mode: str) -> Step:
         key = _key(_first_user_text(messages))
         row = self._rows.get(key)
@@ -120,8 +128,9 @@ def create_app(policy: ScriptedPolicy) -> FastAPI:
             return JSONResponse(
                 status_code=400, content={"object": "error", "message": "messages must be a non-empty list"}
             )
-        if policy.latency_s:
-            await asyncio.sleep(policy.latency_s)
+        latency_s = policy.latency_for(body)
+        if latency_s:
+            await asyncio.sleep(latency_s)
         step = policy.next_step(messages, policy.mode_for(body))
         return completion(body, messages, step)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from prorl_gym.sandbox import create_sandbox
 from prorl_gym.sandbox.leases import Lease, read_leases, reap_stale, write_lease
+from prorl_gym.sandbox.owner import short_hostname
 
 # A "resources server" that creates sandboxes with processes that try to outlive it.
 OWNER = textwrap.dedent(
@@ -73,7 +74,7 @@ async def test_live_sandboxes_are_not_reaped_but_expired_ones_are(sandbox_spec):
     other = Lease(
         sandbox_id="leaked",
         backend="local",
-        owner="someone-else",
+        owner=f"{short_hostname()}-1-0",  # another process of this host
         owner_pid=1,
         owner_start=None,
         private_dir=str(Path(sandbox_spec.root_dir) / "leaked"),
@@ -86,13 +87,30 @@ async def test_live_sandboxes_are_not_reaped_but_expired_ones_are(sandbox_spec):
     await mine.close()
 
 
+async def test_leases_of_other_hosts_are_left_to_them(sandbox_spec):
+    """A sandbox root on a shared file system: another node's pids cannot be judged from here."""
+    lease = Lease(
+        sandbox_id="theirs",
+        backend="local",
+        owner="othernode-1-0",
+        owner_pid=1,
+        owner_start=None,
+        private_dir=str(Path(sandbox_spec.root_dir) / "theirs"),
+        created=time.time() - 10,
+        ttl_s=1,
+    )
+    write_lease(sandbox_spec.root_dir, lease)
+    assert await reap_stale(sandbox_spec.root_dir) == []
+    assert [lease.sandbox_id for lease in read_leases(sandbox_spec.root_dir)] == ["theirs"]
+
+
 async def test_a_reused_pid_is_never_signalled(sandbox_spec):
     victim = subprocess.Popen(["sleep", "30"])
     try:  # the lease names the victim's pid but with another start time: a reused pid
         lease = Lease(
             sandbox_id="old",
             backend="local",
-            owner="dead",
+            owner=f"{short_hostname()}-2-0",
             owner_pid=1,
             owner_start=None,
             pids={victim.pid: 12345},

@@ -94,9 +94,9 @@ async def test_async_with_closes(sandbox_spec):
 
 
 async def test_unknown_backend_is_a_clear_error_at_config_time(sandbox_spec):
-    with pytest.raises(ValueError, match="unknown sandbox backend 'nope'; known: \\['apptainer', 'local'\\]"):
+    with pytest.raises(ValueError, match="unknown sandbox backend 'nope'; known: \\['apptainer', 'local', 'ray'\\]"):
         SandboxSpec.model_validate(sandbox_spec.model_dump() | {"backend": "nope"})
-    with pytest.raises(UnknownBackendError, match="known: \\['apptainer', 'local'\\]"):
+    with pytest.raises(UnknownBackendError, match="known: \\['apptainer', 'local', 'ray'\\]"):
         get_backend("nope")
 
 

@@ -49,7 +49,7 @@ def _snippet(text: str, line: int) -> str:
 
 async def run_editor(sandbox: Sandbox, args: EditorArgs) -> ToolResult:
     try:
-        content = await COMMANDS[args.command](sandbox, sandbox.files.resolve(args.path), args)
+        content = await COMMANDS[args.command](sandbox, sandbox.resolve(args.path), args)
     except (SandboxFileError, ValueError) as exc:
         return ToolResult(content=f"Error: {exc}", metadata={"error": type(exc).__name__})
     return ToolResult(content=content)

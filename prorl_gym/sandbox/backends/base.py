@@ -6,7 +6,8 @@ A backend places a sandbox (private directories, an instance, ...) and returns a
 the runtimes (pty bash, IPython kernel, file shell) then spawn their processes through
 `Placement.wrap`, so the same drivers work for every backend. Adding a backend: one module
 with its options model (a BackendOptions subclass) and a class implementing `Backend`, plus
-one line in BACKENDS. Nothing outside the backend looks at its name.
+one line in BACKENDS. Nothing outside the backend looks at its name. A backend whose
+sandboxes run on other machines (ray) is a SandboxFactory instead: it creates whole sandboxes.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import importlib
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.kernel import KernelHost
@@ -64,10 +65,33 @@ class Backend(Protocol):
         ...
 
 
+@runtime_checkable
+class SandboxFactory(Protocol):
+    """A backend whose sandboxes live elsewhere (on hosts of a cluster): it creates whole
+    sandboxes, with Sandbox's async API, instead of placements here."""
+
+    options: ClassVar[type[BackendOptions]]
+
+    async def create(self, spec: SandboxSpec, sandbox_id: str) -> Any: ...
+
+    async def status(self) -> list[dict[str, Any]]:
+        """Per host: live sandboxes, capacity, health, failures."""
+        ...
+
+    async def drain(self, host: str, draining: bool = True) -> dict[str, Any]:
+        """Stop (or resume) new sandboxes on a host; its running ones finish."""
+        ...
+
+    async def close(self) -> None:
+        """Release the hosts this process holds (their sandboxes end)."""
+        ...
+
+
 # name -> "module:class", imported on first use so an unused backend costs nothing.
 BACKENDS: dict[str, str] = {
     "local": "prorl_gym.sandbox.backends.local:LocalBackend",
     "apptainer": "prorl_gym.sandbox.backends.apptainer:ApptainerBackend",
+    "ray": "prorl_gym.sandbox.backends.ray:RayBackend",
 }
 
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Build SWE tasks offline from real PyPI projects by injecting realistic bugs (SWE-smith style).
 
-    python resources_servers/swe/data/prepare.py [--per-project 22] [--seed 0] [--workers 2] [--out DIR]
+    python resources_servers/swe/data/prepare.py [--per-project 24] [--seed 0] [--workers 2] [--out DIR]
 
 For each project (data/projects.py: a pure-Python sdist whose own suite passes in our sandbox
 with its pinned test requirements; pytest or unittest): download the sdist (sha256-pinned,
@@ -379,7 +379,7 @@ def pick_examples(tasks: list[dict]) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--per-project", type=int, default=22)
+    parser.add_argument("--per-project", type=int, default=24)
     parser.add_argument("--max-tries", type=int, default=6, help="mutations run per wanted task, at most")
     parser.add_argument("--projects", default=None, help="comma-separated names (default: all of data/projects.py)")
     parser.add_argument("--seed", type=int, default=0)

@@ -19,7 +19,15 @@ import pytest
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from resources_servers.swe.evaluate import agent_diff, evaluate_patch, is_protected, split_patch
 from resources_servers.swe.prompts import build_row
-from resources_servers.swe.repos import RepoCache, RepoPrepError, prepare_repo, repo_env, stage_repo, task_spec
+from resources_servers.swe.repos import (
+    RepoCache,
+    RepoPrepError,
+    prepare_repo,
+    prepare_test_env,
+    repo_env,
+    stage_repo,
+    task_spec,
+)
 from resources_servers.swe.runners import parse_pytest
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -45,15 +53,29 @@ def new_file(path: str, text: str) -> str:
 
 def overriding_tests(row: dict) -> tuple[str, str]:
     """Append to the failing tests' file definitions that replace them with tests that pass."""
-    test_file = row["FAIL_TO_PASS"][0].split("::")[0]
+    tests = [split_test_id(row, test) for test in row["FAIL_TO_PASS"]]
+    test_file = tests[0][0]
     defs = []
-    for test in row["FAIL_TO_PASS"]:
-        parts = test.split("::")
+    for parts in tests:
         if parts[0] == test_file and len(parts) == 2:
             defs.append(f"def {parts[1].split('[')[0]}():\n    pass\n")
         elif parts[0] == test_file:
             defs.append(f"{parts[1]}.{parts[2].split('[')[0]} = lambda self: None\n")
     return test_file, "\n\n" + "\n".join(defs)
+
+
+def split_test_id(row: dict, test: str) -> list[str]:
+    """[file, (class,) name] of a test id of either runner (unittest ids are dotted)."""
+    if row.get("test_runner") == "unittest":
+        *module, cls, name = test.split(".")
+        return ["/".join(module) + ".py", cls, name]
+    return test.split("::")
+
+
+async def grade(row: dict, patch: str, spec: SandboxSpec) -> dict:
+    """evaluate_patch as the server calls it: the row's repository and test environment prepared."""
+    repo, env = await prepare_repo(row), await prepare_test_env(row, spec.kernel_python)
+    return await evaluate_patch(row, patch, spec, repo, 120, test_env=env)
 
 
 async def append_patch(row: dict, spec: SandboxSpec, path: str, text: str) -> str:
@@ -67,7 +89,7 @@ async def append_patch(row: dict, spec: SandboxSpec, path: str, text: str) -> st
 
 @pytest.mark.parametrize("row", EXAMPLES, ids=IDS)
 async def test_gold_patch_resolves(row, sandbox_root):
-    result = await evaluate_patch(row, row["patch"], SandboxSpec(root_dir=sandbox_root), await prepare_repo(row), 120)
+    result = await grade(row, row["patch"], SandboxSpec(root_dir=sandbox_root))
     assert result["reward"] == 1.0, result
     assert result["fail_to_pass_passed"] == len(row["FAIL_TO_PASS"]) and result["tests_failed"] == 0
 
@@ -86,7 +108,7 @@ async def test_editing_the_tests_does_not_win(row, sandbox_root):
     # The failing tests redefined to pass, a conftest that passes everything, a harmless source change.
     patch = await append_patch(row, spec, test_file, overrides)
     patch += new_file("conftest.py", CHEAT_CONFTEST) + new_file("NOTES.txt", "looked at the tests\n")
-    result = await evaluate_patch(row, patch, spec, await prepare_repo(row), 120)
+    result = await grade(row, patch, spec)
     assert result["reward"] == 0.0, result
     assert {test_file, "conftest.py"} <= set(result["test_files_dropped"])
     assert result["fail_to_pass_passed"] == 0 and result["pass_to_pass_passed"] == len(row["PASS_TO_PASS"])
@@ -96,16 +118,14 @@ async def test_pytest_config_changes_are_reset(sandbox_root):
     row = next(r for r in EXAMPLES if r["repo"] == "pytoolz/toolz")  # its pytest config is in pyproject.toml
     spec = SandboxSpec(root_dir=sandbox_root)
     patch = await append_patch(row, spec, "pyproject.toml", "\n[tool.pytest.ini_options.extra]\nx = 1\n")
-    result = await evaluate_patch(row, patch + row["patch"], spec, await prepare_repo(row), 120)
+    result = await grade(row, patch + row["patch"], spec)
     assert result["test_files_reset"] == ["pyproject.toml"] and result["reward"] == 1.0, result
 
 
 @pytest.mark.parametrize("row", EXAMPLES, ids=IDS)
 async def test_patch_that_does_not_apply_scores_zero(row, sandbox_root):
     # The bug patch is already in the base commit: applying it again fails (also with fuzz).
-    result = await evaluate_patch(
-        row, row["environment"]["bug_patch"], SandboxSpec(root_dir=sandbox_root), await prepare_repo(row), 120
-    )
+    result = await grade(row, row["environment"]["bug_patch"], SandboxSpec(root_dir=sandbox_root))
     assert result["reward"] == 0.0 and not result["patch_applied"]
     assert result["reason"] == "the patch does not apply" and "tests_passed" not in result
 
@@ -131,18 +151,21 @@ async def test_agent_diff_is_what_the_agent_changed(sandbox_root):
     assert result["reward"] == 1.0, result
 
 
-async def test_every_task_gold_patch_resolves(sandbox_root):
-    """All of tasks.jsonl (a few dozen tasks), two evaluations at a time."""
+async def test_gold_patches_of_every_project_resolve(sandbox_root):
+    """The first tasks of each project in tasks.jsonl (the prepare script validated all of them the same way)."""
     gate, spec, started = asyncio.Semaphore(2), SandboxSpec(root_dir=sandbox_root), time.monotonic()
+    sample = [
+        row for repo in sorted({r["repo"] for r in TASKS}) for row in [r for r in TASKS if r["repo"] == repo][:2]
+    ]
 
     async def gold(row: dict) -> float:
         async with gate:
-            return (await evaluate_patch(row, row["patch"], spec, await prepare_repo(row), 120))["reward"]
+            return (await grade(row, row["patch"], spec))["reward"]
 
-    rewards = await asyncio.gather(*(gold(row) for row in TASKS))
-    failed = [row["instance_id"] for row, reward in zip(TASKS, rewards) if reward != 1.0]
-    assert not failed and len(TASKS) >= 30, failed
-    print(f"{len(TASKS)} gold patches in {time.monotonic() - started:.1f}s")
+    rewards = await asyncio.gather(*(gold(row) for row in sample))
+    failed = [row["instance_id"] for row, reward in zip(sample, rewards) if reward != 1.0]
+    assert not failed, failed
+    print(f"{len(sample)} gold patches in {time.monotonic() - started:.1f}s")
 
 
 def test_the_data_has_the_promised_shape():

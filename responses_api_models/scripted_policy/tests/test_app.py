@@ -98,3 +98,10 @@ def test_template_is_prefix_stable():
     messages = [{"role": "user", "content": "hi"}]
     longer = messages + [{"role": "assistant", "content": "yo"}, {"role": "user", "content": "more"}]
     assert encode(render(longer))[: len(encode(render(messages)))] == encode(render(messages))
+
+
+def test_latency_per_request_from_metadata():
+    policy = ScriptedPolicy(ROWS, latency_s=0.3)
+    assert policy.latency_for({"metadata": {"scripted_latency_ms": "2000"}}) == 2.0
+    assert policy.latency_for({"metadata": {"scripted_latency_ms": "not a number"}}) == 0.3
+    assert policy.latency_for({}) == 0.3

@@ -1,0 +1,115 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""A sandbox on a remote host: Sandbox's async API, each call one actor call to its host.
+
+A call whose host died (its node lost, its process killed) raises SandboxLostError as soon
+as either Ray or the host set's own health check says so, whichever is first: the rollout
+ends as a typed `sandbox_lost`, never with a result made up here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ray.exceptions import RayActorError, RayTaskError
+
+from prorl_gym.runtime.files import resolve_path
+from prorl_gym.runtime.kernel import PythonResult
+from prorl_gym.runtime.shell import ShellResult
+from prorl_gym.sandbox.errors import SandboxClosedError, SandboxLostError
+from prorl_gym.sandbox.spec import SandboxSpec
+
+if TYPE_CHECKING:
+    from prorl_gym.sandbox.ray.hosts import HostHandle
+
+
+class RemoteSandbox:
+    def __init__(self, sandbox_id: str, spec: SandboxSpec, host: HostHandle, info: dict[str, Any]):
+        self.id = sandbox_id
+        self.spec = spec
+        self.host = info["host"]  # the node it runs on, for the rollout record
+        self.workspace = info["workspace"]
+        self.own_pid_namespace = info["own_pid_namespace"]
+        self.edit_history: dict[str, list[str | None]] = {}  # the editor tool's undo stack, per file
+        self.closed = False
+        self.kernel_started = False
+        self._host = host
+        self._warm_up: asyncio.Task | None = None
+
+    def resolve(self, path: str) -> str:
+        """A path as the sandbox's tools see it (relative ones are in the workspace)."""
+        return resolve_path(self.workspace, path)
+
+    async def _call(self, method: str, *args: Any) -> Any:
+        if self.closed:
+            raise SandboxClosedError(f"sandbox {self.id} is closed")
+        return await self._host.call(method, self.id, *args)
+
+    async def bash(self, command: str, timeout: float | None = None) -> ShellResult:
+        return await self._call("bash", command, timeout)
+
+    async def python(self, code: str, timeout: float | None = None) -> PythonResult:
+        self.kernel_started = True
+        return await self._call("python", code, timeout)
+
+    def warm_up_kernel(self) -> None:
+        """Start the kernel on the host in the background (python() waits for it there)."""
+        if self._warm_up is None and not self.closed:
+            self.kernel_started = True
+            self._warm_up = asyncio.create_task(self._warm_up_kernel(), name=f"kernel warm-up {self.id}")
+
+    async def _warm_up_kernel(self) -> None:
+        with contextlib.suppress(Exception):  # a failure is python()'s to report
+            await self._call("warm_up_kernel")
+
+    async def read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
+        return await self._call("read_file", path, start_line, end_line)
+
+    async def read_bytes(self, path: str) -> bytes:
+        return await self._call("read_bytes", path)
+
+    async def write_file(self, path: str, content: str | bytes) -> str:
+        return await self._call("write_file", path, content)
+
+    async def edit_file(self, path: str, old: str, new: str) -> str:
+        return await self._call("edit_file", path, old, new)
+
+    async def upload(self, local_path: str | Path, sandbox_path: str) -> str:
+        data = await asyncio.to_thread(Path(local_path).read_bytes)
+        return await self.write_file(sandbox_path, data)
+
+    async def download(self, sandbox_path: str, local_path: str | Path) -> None:
+        data = await self.read_bytes(sandbox_path)
+        await asyncio.to_thread(Path(local_path).write_bytes, data)
+
+    async def close(self) -> None:
+        """Close it on its host; a lost host has nothing left to close (its node reaps the rest)."""
+        if self.closed:
+            return
+        self.closed = True
+        if self._warm_up is not None:
+            self._warm_up.cancel()
+        with contextlib.suppress(SandboxLostError):
+            self.kernel_started |= bool(await self._host.call("close", self.id))
+        self._host.release(self.id)
+
+    async def __aenter__(self) -> RemoteSandbox:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+
+def unwrap(exc: BaseException, host: str) -> BaseException:
+    """The exception a remote call should raise here: the host's own (a SandboxError, a file
+    error) as itself; the host's death as SandboxLostError."""
+    if isinstance(exc, RayTaskError):
+        cause = exc.cause if isinstance(exc.cause, BaseException) else None
+        if cause is not None and not isinstance(cause, RayActorError):
+            return cause
+    if isinstance(exc, RayActorError):
+        return SandboxLostError(f"sandbox host {host} is lost: {type(exc).__name__}")
+    return exc

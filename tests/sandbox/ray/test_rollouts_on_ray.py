@@ -1,0 +1,121 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""Every environment with its sandboxes on hosts of a real multi-node Ray cluster: real ng_run
+and ng_collect_rollouts, every server joined to the cluster (`ray_head_node_address`), and a
+sandbox node lost in the middle of a collection."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from prorl_gym.environments import all_config_paths, discover
+from prorl_gym.jsonl import read_jsonl
+from prorl_gym.sandbox.leases import read_leases
+from prorl_gym.stack import Stack, collected_records
+from tests.ray_cluster import LocalRayCluster
+
+ENVIRONMENTS = {env.name: env for env in discover()}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalRayCluster(sandbox_nodes=3) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def stack(cluster, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("ray-e2e")
+    root = Path(tempfile.mkdtemp(prefix="prorl-ray-", dir="/tmp"))
+    root.chmod(0o711)
+    overrides = [f"+ray_head_node_address={cluster.address}"]
+    for env in ENVIRONMENTS.values():
+        overrides += [f"+{env.server_key}.sandbox.root_dir={root}", f"+{env.server_key}.sandbox.backend.kind=ray"]
+    policy_data = [str(env.example) for env in ENVIRONMENTS.values()]
+    with Stack(
+        all_config_paths(list(ENVIRONMENTS.values())),
+        overrides=overrides,
+        policy_data=policy_data,
+        policy_args=["--tool-calls", "2", "--latency-ms", "150"],
+        log_dir=tmp / "logs",
+    ) as stack:
+        stack.tmp, stack.root = tmp, root
+        yield stack
+    assert not read_leases(root), "leases left behind"
+
+
+def hosts_of(records: list[dict]) -> set[str]:
+    return {r["host"] for r in records if r.get("host")}
+
+
+def test_every_environment_runs_its_sandboxes_on_the_cluster_hosts(stack, cluster):
+    seen: set[str] = set()
+    for env in ENVIRONMENTS.values():
+        output = stack.tmp / f"{env.name}.jsonl"
+        stack.collect(env.agent, env.example, output, num_repeats=2)
+        records = collected_records(output)
+        assert len(records) == 10 and not [r["failure"] for r in records if r["failure"]], env.name
+        assert [r["reward"] for r in records] == [1.0] * 10, env.name
+        seen |= hosts_of(records)
+    node_ids = {n.node_id[:8] for n in cluster.nodes}
+    assert len(seen) >= 2 and {host.split("@")[1] for host in seen} <= node_ids, seen
+
+
+def test_a_node_lost_mid_collection_costs_no_rollout(stack, cluster):
+    victim = cluster.nodes[-1]
+    output = stack.tmp / "loss.jsonl"
+    rows = stack.tmp / "loss-rows.jsonl"
+    env = ENVIRONMENTS["math"]
+    rows.write_text("".join(json.dumps(r) + "\n" for r in read_jsonl(env.example)))
+    killer = threading.Timer(4.0, cluster.kill_node, args=(victim,))
+    killer.start()
+    try:
+        stack.collect(env.agent, rows, output, num_repeats=16)
+    finally:
+        killer.join()
+    records = collected_records(output)
+    assert len(records) == 80
+    victim_host = f"@{victim.node_id[:8]}"
+    affected = [r for r in records if any(f["type"] == "sandbox_lost" for f in r.get("attempt_failures", []))]
+    affected += [r for r in records if r["failure"] and r["failure"]["type"] == "sandbox_lost"]
+    assert affected, "the node was lost before or after every rollout: nothing was exercised"
+    for record in records:
+        if record["failure"]:  # typed, never a silent reward
+            assert record["failure"]["type"] == "sandbox_lost" and record["reward"] == 0.0, record["failure"]
+        else:
+            assert record["reward"] == 1.0
+    retried = [r for r in affected if not r["failure"]]
+    assert all(not r["host"].endswith(victim_host) for r in retried)  # re-run on a survivor
+    # Later rollouts land on the survivors only.
+    after = stack.tmp / "after.jsonl"
+    stack.collect(env.agent, env.example, after, num_repeats=4)
+    later = collected_records(after)
+    assert [r["reward"] for r in later] == [1.0] * 20
+    assert not any(host.endswith(victim_host) for host in hosts_of(later))
+
+
+def test_a_node_that_comes_back_has_its_leftovers_reaped(stack, cluster):
+    """The lost node's sandboxes died with its host; their leases and directories are reaped by
+    the host a server starts when the node is back."""
+    cluster.add_node()
+    deadline = time.monotonic() + 60
+    while read_leases(stack.root) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not read_leases(stack.root)
+    assert not [p.name for p in stack.root.iterdir() if not p.name.startswith(".")]
+    leftovers = [pid for pid in os.listdir("/proc") if pid.isdigit() and _names(pid, str(stack.root))]
+    assert not leftovers
+
+
+def _names(pid: str, text: str) -> bool:
+    try:
+        return text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
