@@ -68,6 +68,7 @@ class Stack:
     policy_args: list[str] = field(default_factory=list)
     log_dir: Path = REPO_ROOT / "results" / "logs"
     ready_timeout_s: float = 300.0
+    head_host: str = "127.0.0.1"
     head_port: int = field(default_factory=free_port)
     policy_port: int = field(default_factory=free_port)
     _procs: list[subprocess.Popen] = field(default_factory=list)
@@ -77,7 +78,7 @@ class Stack:
         """What every NeMo Gym CLI of this stack needs: the same configs and head server."""
         return [
             f"+config_paths=[{','.join(self.config_paths)}]",
-            "+head_server.host=127.0.0.1",
+            f"+head_server.host={self.head_host}",
             f"+head_server.port={self.head_port}",
         ]
 
@@ -202,16 +203,17 @@ class Stack:
         return run
 
     def stop(self) -> None:
-        # A second Ctrl-C must not abort the teardown half way and leave servers running.
+        # A second Ctrl-C (or SIGTERM) must not abort the teardown half way and leave servers running.
         in_main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if in_main else None
+        stops = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in stops} if in_main else {}
         try:
             for proc in reversed(self._procs):
                 stop_session(proc)
             self._procs.clear()
         finally:
-            if in_main:
-                signal.signal(signal.SIGINT, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 def run_cli(main: Callable[[], int]) -> NoReturn:

@@ -170,7 +170,8 @@ async def test_gold_patches_of_every_project_resolve(sandbox_root):
 
 def test_the_data_has_the_promised_shape():
     assert len(EXAMPLES) == 5 and len({r["repo"] for r in EXAMPLES}) >= 2
-    assert len({r["repo"] for r in TASKS}) >= 3 and len({r["instance_id"] for r in TASKS}) == len(TASKS)
+    assert len(TASKS) >= 200 and len({r["repo"] for r in TASKS}) >= 8
+    assert len({r["instance_id"] for r in TASKS}) == len(TASKS)
     for row in TASKS:
         assert row["task_id"] == f"swe/{row['instance_id']}" and row["test_patch"] == ""
         assert [m["role"] for m in row["responses_create_params"]["input"]] == ["system", "user"]
