@@ -11,6 +11,7 @@ sessions it owns and is killed on exit, also on Ctrl-C or error, so nothing is l
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -164,6 +165,12 @@ class Stack:
                 raise StackError(f"ng_run exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}")
             time.sleep(0.2)
         raise StackError(f"ng_run not ready within {self.ready_timeout_s}s; see {log}")
+
+    def server_urls(self) -> dict[str, str]:
+        """Every server ng_run started, by name (the head server's /server_instances)."""
+        url = f"http://{self.head_host}:{self.head_port}/server_instances"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return {s["process_name"]: s["url"] for s in json.load(response)}
 
     def collect_argv(
         self,

@@ -120,7 +120,7 @@ def test_metrics_are_scraped_from_every_server(stack):
     agent = scrape(stack.agent_url)
     assert 'prorl_rollouts_total{outcome="ok"}' in agent and "prorl_stage_duration_seconds_bucket" in agent
     assert "prorl_journal_bytes" in agent and "prorl_rollout_attempts_total" in agent
-    servers = {s["process_name"]: s["url"] for s in server_instances(stack)}
+    servers = stack.server_urls()
     resources = scrape(servers[MATH.name])
     assert (
         "prorl_sandboxes_live" in resources
@@ -139,13 +139,6 @@ async def _one_rollout(stack):
 def scrape(url: str) -> str:
     with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
         return response.read().decode()
-
-
-def server_instances(stack: Stack) -> list[dict]:
-    import json
-
-    with urllib.request.urlopen(f"http://127.0.0.1:{stack.head_port}/server_instances", timeout=10) as response:
-        return json.load(response)
 
 
 def test_a_run_in_flight_when_the_agent_stops_answers_a_shutdown_record(stack):

@@ -19,8 +19,8 @@ from prorl_gym.sandbox import Sandbox, SandboxFileNotFound, SandboxLostError, Sa
 from prorl_gym.sandbox import create_sandbox as create
 from prorl_gym.sandbox.backends.ray import RayBackend
 from prorl_gym.sandbox.leases import read_leases
+from prorl_gym.sandbox.ray.local_cluster import LocalRayCluster
 from prorl_gym.sandbox.ray.sandbox import RemoteSandbox
-from tests.ray_cluster import LocalRayCluster
 
 
 @pytest.fixture(scope="module")

@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 from prorl_gym.environments import all_config_paths, discover
 from prorl_gym.jsonl import read_jsonl
+from prorl_gym.runtime.process import session_members
 from prorl_gym.sandbox.leases import read_leases
+from prorl_gym.sandbox.owner import process_alive
+from prorl_gym.sandbox.ray.local_cluster import LocalRayCluster
 from prorl_gym.stack import Stack, collected_records
-from tests.ray_cluster import LocalRayCluster
 
 ENVIRONMENTS = {env.name: env for env in discover()}
 
@@ -51,6 +55,18 @@ def stack(cluster, tmp_path_factory):
     assert not read_leases(root), "leases left behind"
 
 
+def kill_when_busy(cluster: LocalRayCluster, victim, status_url: str, timeout_s: float = 120) -> None:
+    """Kill the victim node once its host runs sandboxes of this server (rollouts in flight there)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(status_url, timeout=10) as response:
+            hosts = json.load(response)["hosts"]
+        if any(h["node"].endswith(victim.node_id[:8]) and h["live"] for h in hosts):
+            break
+        time.sleep(0.05)
+    cluster.kill_node(victim)
+
+
 def hosts_of(records: list[dict]) -> set[str]:
     return {r["host"] for r in records if r.get("host")}
 
@@ -74,7 +90,8 @@ def test_a_node_lost_mid_collection_costs_no_rollout(stack, cluster):
     rows = stack.tmp / "loss-rows.jsonl"
     env = ENVIRONMENTS["math"]
     rows.write_text("".join(json.dumps(r) + "\n" for r in read_jsonl(env.example)))
-    killer = threading.Timer(4.0, cluster.kill_node, args=(victim,))
+    status_url = f"{stack.server_urls()[env.name]}/status"
+    killer = threading.Thread(target=kill_when_busy, args=(cluster, victim, status_url))
     killer.start()
     try:
         stack.collect(env.agent, rows, output, num_repeats=16)
@@ -110,12 +127,26 @@ def test_a_node_that_comes_back_has_its_leftovers_reaped(stack, cluster):
         time.sleep(1)
     assert not read_leases(stack.root)
     assert not [p.name for p in stack.root.iterdir() if not p.name.startswith(".")]
-    leftovers = [pid for pid in os.listdir("/proc") if pid.isdigit() and _names(pid, str(stack.root))]
-    assert not leftovers
+    # What still runs under the root: only the kernel zygotes of live hosts (`.zygote-<owner>.log`).
+    ours = set(session_members(stack.session))  # ng_run and its servers (their command lines name the root)
+    leftovers = {pid: argv for pid, argv in _cmdlines().items() if str(stack.root) in argv and pid not in ours}
+    orphans = {pid: argv for pid, argv in leftovers.items() if not _owner_alive(argv)}
+    assert not orphans
 
 
-def _names(pid: str, text: str) -> bool:
-    try:
-        return text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
+def _owner_alive(argv: str) -> bool:
+    match = re.search(r"/\.zygote-(\S+)\.log", argv)
+    if match is None:
+        return False  # not a zygote: a sandbox process, and none should be left
+    _, pid, start = match.group(1).rsplit("-", 2)
+    return process_alive(int(pid), int(start))
+
+
+def _cmdlines() -> dict[int, str]:
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            found[int(pid)] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+    return found

@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""A real multi-node Ray cluster on this machine, for tests and benchmarks.
+"""A real multi-node Ray cluster on this machine, for tests and benchmarks (not for production).
 
 Each node is its own raylet (its own processes), on the loopback address 127.0.0.2 (127.0.0.1
 and localhost are rewritten to the external address, and ray.init hangs). Token auth is off

@@ -1,0 +1,151 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""Sandboxes on Ray sandbox hosts against local ones, in one run, on a real 3-node Ray cluster on
+this machine (three raylets; prorl_gym/sandbox/ray/local_cluster.py):
+
+  latency   a bash `echo` through a remote sandbox (an actor call to its host) vs a local one
+  start     sandbox start (bubblewrap + bash) on a host vs in this process
+  spread    --spread sandboxes started at once: how evenly placement fills the hosts (max/min)
+  failover  a node SIGKILLed while starts keep coming: seconds until a start succeeds on a survivor
+            (the hosts' health check, 3 misses at --health-interval), and what the lost node's
+            sandboxes answer (SandboxLostError: a typed failure, never a result)
+
+    python -m benchmarks.remote_sandbox [--calls 300] [--starts 40] [--spread 300]
+
+Prints readable lines, then one JSON object as the last line (results/bench/remote_sandbox.json).
+The local sandboxes are the baseline; targets are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import statistics
+import time
+
+from benchmarks.common import emit, ms, raise_fd_limit, sandbox_root
+from prorl_gym.sandbox import SandboxError, SandboxLostError, SandboxSpec, create_sandbox
+from prorl_gym.sandbox.backends.ray import RayBackend
+from prorl_gym.sandbox.ray.local_cluster import LocalRayCluster
+
+TARGETS = {"added_bash_echo_p50_ms": 2.0, "spread_max_over_min": 1.2, "failover_s": 5.0, "lost_untyped": 0}
+
+
+def p50(samples: list[float]) -> float:
+    return round(statistics.median(samples), 3)
+
+
+def p95(samples: list[float]) -> float:
+    return round(statistics.quantiles(samples, n=100, method="inclusive")[94], 3)
+
+
+async def echo_latency(spec: SandboxSpec, calls: int, warmup: int = 30) -> list[float]:
+    async with await create_sandbox(spec) as sb:
+        for _ in range(warmup):
+            await sb.bash("echo hi")
+        samples = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            assert (await sb.bash("echo hi")).output == "hi\n"
+            samples.append(ms(time.perf_counter() - started))
+        return samples
+
+
+async def start_times(spec: SandboxSpec, starts: int) -> list[float]:
+    samples = []
+    for _ in range(starts):
+        started = time.perf_counter()
+        sb = await create_sandbox(spec)
+        samples.append(ms(time.perf_counter() - started))
+        await sb.close()
+    return samples
+
+
+async def spread(spec: SandboxSpec, count: int, concurrency: int = 32) -> dict[str, int]:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one():
+        async with gate:
+            return await create_sandbox(spec)
+
+    sandboxes = await asyncio.gather(*(one() for _ in range(count)))
+    try:
+        return dict(collections.Counter(sb.host for sb in sandboxes))
+    finally:
+        await asyncio.gather(*(sb.close() for sb in sandboxes))
+
+
+async def failover(cluster: LocalRayCluster, spec: SandboxSpec) -> dict:
+    """Sandboxes on every host; one node dies; starts keep coming every 50 ms."""
+    sandboxes = await asyncio.gather(*(create_sandbox(spec) for _ in range(6)))
+    victim = cluster.nodes[-1]
+    lost = [sb for sb in sandboxes if sb.host.endswith(victim.node_id[:8])]
+    killed = time.monotonic()
+    await asyncio.to_thread(cluster.kill_node, victim)
+    recovered = None
+    while recovered is None and time.monotonic() - killed < 60:
+        try:
+            sb = await asyncio.wait_for(create_sandbox(spec), 30)
+        except (SandboxError, TimeoutError):  # a start placed on the dying host: the next one goes elsewhere
+            await asyncio.sleep(0.05)
+            continue
+        if not sb.host.endswith(victim.node_id[:8]):
+            recovered = time.monotonic() - killed
+        sandboxes.append(sb)
+    typed = untyped = 0
+    for sb in lost:
+        try:
+            await sb.bash("echo still here")
+            untyped += 1
+        except SandboxLostError:
+            typed += 1
+        except Exception:  # noqa: BLE001 - anything but SandboxLostError is what this counts
+            untyped += 1
+    await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
+    return {"failover_s": round(recovered, 2) if recovered else None, "lost_typed": typed, "lost_untyped": untyped}
+
+
+async def main_async(args: argparse.Namespace, cluster: LocalRayCluster, root: str) -> dict:
+    local = SandboxSpec(root_dir=root)
+    remote = SandboxSpec(
+        root_dir=root,
+        backend={"kind": "ray", "address": cluster.address, "slots_per_host": 256, "health_interval_s": 0.5},
+    )
+    results: dict = {"hosts": args.nodes}
+    try:
+        for name, spec in (("local", local), ("remote", remote)):
+            samples = await echo_latency(spec, args.calls)
+            results |= {f"{name}_bash_echo_p50_ms": p50(samples), f"{name}_bash_echo_p95_ms": p95(samples)}
+            starts = await start_times(spec, args.starts)
+            results |= {f"{name}_start_p50_ms": p50(starts), f"{name}_start_p95_ms": p95(starts)}
+            print(f"{name:<7} bash echo p50 {p50(samples):7.3f} ms  start p50 {p50(starts):7.1f} ms", flush=True)
+        results["added_bash_echo_p50_ms"] = round(
+            results["remote_bash_echo_p50_ms"] - results["local_bash_echo_p50_ms"], 3
+        )
+        per_host = await spread(remote, args.spread)
+        results["spread_per_host"] = sorted(per_host.values())
+        results["spread_max_over_min"] = round(max(per_host.values()) / max(1, min(per_host.values())), 3)
+        print(f"spread  {args.spread} sandboxes over hosts: {sorted(per_host.values())}", flush=True)
+        results |= await failover(cluster, remote)
+        print(f"failover a start on a survivor {results['failover_s']} s after the kill", flush=True)
+    finally:
+        await RayBackend().close()
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--starts", type=int, default=40)
+    parser.add_argument("--spread", type=int, default=300)
+    parser.add_argument("--nodes", type=int, default=3)
+    args = parser.parse_args()
+    raise_fd_limit()
+    with sandbox_root() as root, LocalRayCluster(sandbox_nodes=args.nodes) as cluster:
+        results = asyncio.run(main_async(args, cluster, root))
+    emit("remote_sandbox", results | {"targets": TARGETS})
+
+
+if __name__ == "__main__":
+    main()
