@@ -6,9 +6,9 @@ this machine (three raylets; prorl_gym/sandbox/ray/local_cluster.py):
   latency   a bash `echo` through a remote sandbox (an actor call to its host) vs a local one
   start     sandbox start (bubblewrap + bash) on a host vs in this process
   spread    --spread sandboxes started at once: how evenly placement fills the hosts (max/min)
-  failover  a node SIGKILLed while starts keep coming: seconds until a start succeeds on a survivor
-            (the hosts' health check, 3 misses at --health-interval), and what the lost node's
-            sandboxes answer (SandboxLostError: a typed failure, never a result)
+  failover  a node SIGKILLed under live sandboxes: what their calls end with (SandboxLostError, a
+            typed failure, never a result) and after how long; seconds until the host set stops
+            placing on the lost host; where the next 10 starts go (survivors only)
 
     python -m benchmarks.remote_sandbox [--calls 300] [--starts 40] [--spread 300]
 
@@ -25,7 +25,7 @@ import statistics
 import time
 
 from benchmarks.common import emit, ms, raise_fd_limit, sandbox_root
-from prorl_gym.sandbox import SandboxError, SandboxLostError, SandboxSpec, create_sandbox
+from prorl_gym.sandbox import SandboxLostError, SandboxSpec, create_sandbox
 from prorl_gym.sandbox.backends.ray import RayBackend
 from prorl_gym.sandbox.ray.local_cluster import LocalRayCluster
 
@@ -77,33 +77,47 @@ async def spread(spec: SandboxSpec, count: int, concurrency: int = 32) -> dict[s
 
 
 async def failover(cluster: LocalRayCluster, spec: SandboxSpec) -> dict:
-    """Sandboxes on every host; one node dies; starts keep coming every 50 ms."""
-    sandboxes = await asyncio.gather(*(create_sandbox(spec) for _ in range(6)))
+    """Sandboxes on every host; one node is SIGKILLed. How its sandboxes' calls end, how long
+    until the host set stops placing there, and where the next starts go."""
+    backend, sandboxes = RayBackend(), await asyncio.gather(*(create_sandbox(spec) for _ in range(6)))
     victim = cluster.nodes[-1]
-    lost = [sb for sb in sandboxes if sb.host.endswith(victim.node_id[:8])]
+    on_victim = victim.node_id[:8]
+    lost = [sb for sb in sandboxes if sb.host.endswith(on_victim)]
     killed = time.monotonic()
     await asyncio.to_thread(cluster.kill_node, victim)
-    recovered = None
-    while recovered is None and time.monotonic() - killed < 60:
-        try:
-            sb = await asyncio.wait_for(create_sandbox(spec), 30)
-        except (SandboxError, TimeoutError):  # a start placed on the dying host: the next one goes elsewhere
-            await asyncio.sleep(0.05)
-            continue
-        if not sb.host.endswith(victim.node_id[:8]):
-            recovered = time.monotonic() - killed
-        sandboxes.append(sb)
-    typed = untyped = 0
-    for sb in lost:
-        try:
-            await sb.bash("echo still here")
-            untyped += 1
-        except SandboxLostError:
-            typed += 1
-        except Exception:  # noqa: BLE001 - anything but SandboxLostError is what this counts
-            untyped += 1
-    await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
-    return {"failover_s": round(recovered, 2) if recovered else None, "lost_typed": typed, "lost_untyped": untyped}
+    outcomes: collections.Counter[str] = collections.Counter()
+    detected: list[float] = []
+
+    async def probe(sb) -> None:
+        """Call until the call fails (while the dying host's worker lingers, calls still run: right)."""
+        while time.monotonic() - killed < 60:
+            try:
+                if (await sb.bash("echo still here")).output != "still here\n":
+                    outcomes["wrong answer"] += 1
+                await asyncio.sleep(0.02)
+                continue
+            except SandboxLostError:
+                outcomes["SandboxLostError"] += 1
+            except Exception as exc:  # noqa: BLE001 - anything but SandboxLostError is what this counts
+                outcomes[type(exc).__name__] += 1
+            break
+        else:
+            outcomes["never failed"] += 1
+        detected.append(time.monotonic() - killed)
+
+    await asyncio.gather(*(probe(sb) for sb in lost))
+    while not any(h["node"].endswith(on_victim) and not h["healthy"] for h in await backend.status()):
+        await asyncio.sleep(0.05)
+    failover_s = time.monotonic() - killed
+    after = [await create_sandbox(spec) for _ in range(10)]
+    await asyncio.gather(*(sb.close() for sb in sandboxes + after), return_exceptions=True)
+    return {
+        "lost_call_error_s": round(max(detected), 2) if detected else None,
+        "failover_s": round(failover_s, 2),
+        "lost_outcomes": dict(outcomes),
+        "lost_untyped": sum(n for kind, n in outcomes.items() if kind != "SandboxLostError"),
+        "starts_after_on_lost_node": sum(sb.host.endswith(on_victim) for sb in after),
+    }
 
 
 async def main_async(args: argparse.Namespace, cluster: LocalRayCluster, root: str) -> dict:
@@ -128,7 +142,11 @@ async def main_async(args: argparse.Namespace, cluster: LocalRayCluster, root: s
         results["spread_max_over_min"] = round(max(per_host.values()) / max(1, min(per_host.values())), 3)
         print(f"spread  {args.spread} sandboxes over hosts: {sorted(per_host.values())}", flush=True)
         results |= await failover(cluster, remote)
-        print(f"failover a start on a survivor {results['failover_s']} s after the kill", flush=True)
+        print(
+            f"failover lost host's calls fail typed after {results['lost_call_error_s']} s {results['lost_outcomes']}, "
+            f"no placements there after {results['failover_s']} s",
+            flush=True,
+        )
     finally:
         await RayBackend().close()
     return results
