@@ -6,9 +6,9 @@
         slurm.run(["srun", "-N3", "hostname"])
 
 Everything lives under one temporary directory: a slurm.conf that only the daemons started here and the
-clients run with `slurm.env` read, state, spool and logs. A private munged (own key and socket) uses a
-second one under /tmp: munged wants every directory above its socket searchable by all (a pytest tmp_path
-is not), and a unix socket path has at most 107 bytes. Every simulated node is a `slurmd -N nodeK` with
+clients run with `slurm.env` read, state and logs. A private munged (own key and socket) and the slurmds'
+spool (slurmstepd's sockets) use a second one under /tmp: munged wants every directory above its socket
+searchable by all (a pytest tmp_path is not), and a unix socket path has at most 107 bytes. Every simulated node is a `slurmd -N nodeK` with
 its own port on 127.0.0.1. Nothing system-wide is touched (no /etc/slurm, no /run/munge, no systemd).
 Needs root and Debian's `slurmctld slurmd slurm-client munge` (`make slurm-deps`).
 
@@ -232,6 +232,11 @@ class LocalSlurm:
         """The cluster's slurm.conf."""
         return self._require_dir() / "slurm.conf"
 
+    def _short_dir(self) -> Path:
+        """A short directory under /tmp for what must have a short path: munged's and slurmstepd's sockets."""
+        assert self._munge_dir is not None
+        return self._munge_dir
+
     @property
     def munge_socket(self) -> Path:
         """munged's socket (slurm.conf points Slurm at it with AuthInfo=socket=...)."""
@@ -264,7 +269,7 @@ class LocalSlurm:
             self._parent.mkdir(parents=True, exist_ok=True)
         self.dir = Path(tempfile.mkdtemp(prefix="slurm-", dir=self._parent))
         try:
-            for sub in ("state", "spool", "log"):
+            for sub in ("state", "spool", "log"):  # spool: the slurmd pid files
                 (self.dir / sub).mkdir()
             self._munge_dir = Path(tempfile.mkdtemp(prefix="munge-", dir="/tmp" if os.path.isdir("/tmp") else None))
             self._munge_dir.chmod(0o755)  # munged: not group/world-writable, and searchable by its clients
@@ -449,7 +454,9 @@ class LocalSlurm:
             # libmunge only knows its compiled-in socket (/run/munge/munge.socket.2); Slurm passes this one.
             f"AuthInfo=socket={self.munge_socket}",
             f"StateSaveLocation={d / 'state'}",
-            f"SlurmdSpoolDir={d / 'spool' / '%n'}",
+            # slurmstepd's sockets live in the spool dir: keep it under the short dir (a unix socket path
+            # has at most 107 bytes; a pytest tmp_path plus "spool/node1/node1_<job>.<step>" can exceed it).
+            f"SlurmdSpoolDir={self._short_dir() / 'spool' / '%n'}",
             f"SlurmctldPidFile={d / 'slurmctld.pid'}",
             f"SlurmdPidFile={d / 'spool' / 'slurmd-%n.pid'}",
             f"SlurmctldLogFile={d / 'log' / 'slurmctld.log'}",
@@ -484,7 +491,7 @@ class LocalSlurm:
         self.conf.write_text("\n".join(lines) + "\n")
 
     def _start_slurmd(self, name: str) -> None:
-        (self._require_dir() / "spool" / name).mkdir(exist_ok=True)
+        (self._short_dir() / "spool" / name).mkdir(parents=True, exist_ok=True)
         self._slurmd[name] = self._spawn(["slurmd", "-D", "-N", name], f"slurmd-{name}")
 
     def _log_tails(self) -> str:

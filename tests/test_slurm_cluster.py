@@ -69,10 +69,10 @@ def _existing(pids: list[int]) -> list[str]:
     return out
 
 
-def _wait(condition, timeout: float = 15.0, what: str = "condition") -> None:
+def _wait(condition, timeout: float = 15.0, what="condition") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what() if callable(what) else what}"
         time.sleep(0.05)
 
 
@@ -131,7 +131,12 @@ def test_close_leaves_nothing_running(tmp_path):
         script = tmp_path / "job.sh"
         script.write_text("#!/bin/bash\n( setsid sleep 303 & )\nsrun -N2 sleep 304\n")
         cluster.run(["sbatch", "-N2", "-o", "/dev/null", str(script)])
-        _wait(lambda: _sleeps(cluster.processes()) == ["303", "304", "304"], what="the job's sleeps")
+        _wait(
+            lambda: _sleeps(cluster.processes()) == ["303", "304", "304"],
+            60,
+            what=lambda: f"the job's sleeps: {_sleeps(cluster.processes())}, queue: "
+            + cluster.run(["squeue", "-h", "-o", "%i %T %R"], check=False).stdout,
+        )
         pids = _ours(directory, conf)
         assert set(cluster.processes()) <= set(pids)
         cluster.close()

@@ -151,7 +151,7 @@ class SandboxSessions:
 
 
 def _warm_up_kernel(sandbox: Sandbox) -> None:
-    sandbox.warm_up_kernel()
+    sandbox.warm_up_kernel()  # the object's own method: a RemoteSandbox is not a Sandbox subclass
 
 
 def kernel_zygote_for(spec: SandboxSpec) -> KernelZygote | None:

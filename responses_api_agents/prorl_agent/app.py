@@ -16,6 +16,7 @@ rollout(); its logic is prorl_gym/pipeline/jobs.py, only its routes are here.
 import asyncio
 import json
 import logging
+import signal
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
@@ -76,6 +77,7 @@ class ProRLAgent(SimpleResponsesAPIAgent):
     _pipeline: Pipeline = PrivateAttr()
     _jobs: JobManager = PrivateAttr()
     _metrics: AgentMetrics = PrivateAttr()
+    _runs: set[asyncio.Future] = PrivateAttr(default_factory=set)  # /run rollouts in flight
 
     def model_post_init(self, context: Any) -> None:
         c = self.config
@@ -112,8 +114,28 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         app = super().setup_webserver()
         self._mount_job_routes(app)
         self._metrics.mount(app)
-        run_with_app(app, None, self._peers.close)
+        run_with_app(app, self._stop_runs_on_signals, self._peers.close)
         return app
+
+    def _stop_runs_on_signals(self) -> None:
+        """On SIGINT/SIGTERM, end every /run in flight with a shutdown record at once, then let the
+        server's own handler (uvicorn's, installed before the app starts) stop it. Waiting for
+        uvicorn to cancel the requests is too late: the cancellation reaches NeMo Gym's middleware
+        too, which answers 500."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(sig)
+
+            def handler(signum, frame, previous=previous):
+                loop.call_soon_threadsafe(self._end_runs, "the agent is shutting down")
+                if callable(previous):
+                    previous(signum, frame)
+
+            signal.signal(sig, handler)
+
+    def _end_runs(self, reason: str) -> None:
+        for rollout in list(self._runs):
+            rollout.cancel(reason)
 
     # ------------------------------------------------------------------ /run: the pipeline
 
@@ -122,16 +144,20 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         # breaks on an explicit `metadata: null`).
         row = body.model_dump(exclude_unset=True)
         rollout = asyncio.ensure_future(self.rollout(row, dict(request.cookies)))
+        self._runs.add(rollout)
         try:
             record = await asyncio.shield(rollout)
         except asyncio.CancelledError:
-            # The server stops (uvicorn cancels the requests still running after its grace period):
+            # The server stops (a stop signal ended the rollout, or uvicorn cancels this request):
             # answer with a record, not a 500, once the rollout has released its sandbox.
             rollout.cancel("the agent is shutting down")
             await asyncio.gather(rollout, return_exceptions=True)
-            asyncio.current_task().uncancel()
+            if (task := asyncio.current_task()) is not None and task.cancelling():
+                task.uncancel()
             message = "the agent stopped while the rollout ran; its sandbox was released"
             record = failed_record(row, Failure(stage=None, type=FailureType.SHUTDOWN, message=message, infra=True))
+        finally:
+            self._runs.discard(rollout)
         return record.wire()
 
     async def rollout(self, row: dict, cookies: dict | None = None) -> RolloutRecord:

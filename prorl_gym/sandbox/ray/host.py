@@ -77,6 +77,8 @@ class SandboxHost:
         sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
         await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
         await asyncio.gather(*(z.close() for z in self._zygotes.values()), return_exceptions=True)
+        for root in list(self._roots):  # what a lost host on this node left since the last sweep
+            await self._reap(root)
 
     def drain(self, draining: bool = True) -> dict[str, Any]:
         """Stop (or resume) taking new sandboxes; the running ones finish as usual."""

@@ -17,6 +17,7 @@ import ray
 
 from prorl_gym.sandbox import Sandbox, SandboxFileNotFound, SandboxLostError, SandboxSpec, SandboxStartError
 from prorl_gym.sandbox import create_sandbox as create
+from prorl_gym.sandbox.backends.local import processes_mounting
 from prorl_gym.sandbox.backends.ray import RayBackend
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.sandbox.ray.local_cluster import LocalRayCluster
@@ -41,15 +42,16 @@ def ray_spec(root: str, **options) -> SandboxSpec:
 
 
 def our_processes(root: str) -> list[int]:
-    """Processes of sandboxes under this root (bwrap's command line names their private dirs)."""
-    found = []
+    """Processes of sandboxes under this root: bwrap's command line names their private dirs, and
+    every process inside has mounts from them (also one orphaned by its host's death)."""
+    found = set(processes_mounting(f"{root}/"))
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             if root.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(int(pid))
+                found.add(int(pid))
         except OSError:
             continue
-    return found
+    return sorted(found)
 
 
 def test_a_remote_sandbox_has_the_whole_sandbox_api():
