@@ -134,8 +134,10 @@ def test_close_leaves_nothing_running(tmp_path):
         _wait(
             lambda: _sleeps(cluster.processes()) == ["303", "304", "304"],
             60,
-            what=lambda: f"the job's sleeps: {_sleeps(cluster.processes())}, queue: "
-            + cluster.run(["squeue", "-h", "-o", "%i %T %R"], check=False).stdout,
+            what=lambda: (
+                f"the job's sleeps: {_sleeps(cluster.processes())}, queue: "
+                + cluster.run(["squeue", "-h", "-o", "%i %T %R"], check=False).stdout
+            ),
         )
         pids = _ours(directory, conf)
         assert set(cluster.processes()) <= set(pids)
