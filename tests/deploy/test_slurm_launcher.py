@@ -6,7 +6,6 @@ collected through its head server run on both hosts; `scancel` stops everything 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import tempfile
 import time
@@ -18,6 +17,7 @@ from prorl_gym.environments import REPO_ROOT, environment
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.sandbox.ray.local_cluster import NODE_IP
 from prorl_gym.stack import BIN, collected_records, free_port
+from prorl_gym.testing import processes_naming
 from tests.slurm_cluster import LocalSlurm, available
 
 AVAILABLE, WHY = available()
@@ -99,7 +99,7 @@ def test_a_job_serves_rollouts_from_hosts_on_its_nodes_and_scancel_stops_it(slur
         assert record["reward"] == 1.0 or record["failure"]["type"] == "shutdown", record
     assert not read_leases(root / "sandboxes"), "leases left behind"
     assert not [p for p in (root / "sandboxes").iterdir() if not p.name.startswith(".")]
-    assert not _processes_mentioning(str(ray_tmp)), "Ray processes left behind"
+    assert not processes_naming(str(ray_tmp)), "Ray processes left behind"
     for path in (root, ray_tmp):
         subprocess.run(["rm", "-rf", str(path)], check=False)
 
@@ -107,14 +107,3 @@ def test_a_job_serves_rollouts_from_hosts_on_its_nodes_and_scancel_stops_it(slur
 def job_states(slurm: LocalSlurm, job: str) -> list[str]:
     out = slurm.run(["squeue", "-h", "-j", job, "-o", "%T"], check=False).stdout.split()
     return [s for s in out if s not in ("COMPLETED", "CANCELLED", "FAILED")]
-
-
-def _processes_mentioning(text: str) -> list[int]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(int(pid))
-        except OSError:
-            pass
-    return found

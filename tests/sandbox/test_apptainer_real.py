@@ -31,6 +31,7 @@ from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.backends.apptainer import ApptainerOptions, config_dir_of
 from prorl_gym.sandbox.backends.apptainer_cli import instance_name
 from prorl_gym.sandbox.spec import Limits
+from prorl_gym.testing import processes_naming
 
 IMAGE = os.environ.get("PRORL_APPTAINER_TEST_IMAGE")
 SWE_ROW = os.environ.get("PRORL_APPTAINER_SWE_ROW")
@@ -66,17 +67,6 @@ def spec(root: str, **kw) -> SandboxSpec:
 def listed(root: str) -> str:
     env = {**os.environ, "APPTAINER_CONFIGDIR": str(Path(root) / ".apptainer")}
     return subprocess.run([BINARY, "instance", "list"], capture_output=True, text=True, env=env).stdout
-
-
-def processes_naming(text: str) -> list[int]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(int(pid))
-        except OSError:
-            continue
-    return found
 
 
 async def test_runtime_works_across_joins(root):

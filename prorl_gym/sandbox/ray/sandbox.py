@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray.exceptions import RayActorError, RayTaskError
@@ -20,6 +19,7 @@ from prorl_gym.runtime.files import resolve_path
 from prorl_gym.runtime.kernel import PythonResult
 from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.sandbox.errors import SandboxClosedError, SandboxLostError
+from prorl_gym.sandbox.sandbox import Sandbox
 from prorl_gym.sandbox.spec import SandboxSpec
 
 if TYPE_CHECKING:
@@ -77,13 +77,9 @@ class RemoteSandbox:
     async def edit_file(self, path: str, old: str, new: str) -> str:
         return await self._call("edit_file", path, old, new)
 
-    async def upload(self, local_path: str | Path, sandbox_path: str) -> str:
-        data = await asyncio.to_thread(Path(local_path).read_bytes)
-        return await self.write_file(sandbox_path, data)
-
-    async def download(self, sandbox_path: str, local_path: str | Path) -> None:
-        data = await self.read_bytes(sandbox_path)
-        await asyncio.to_thread(Path(local_path).write_bytes, data)
+    # Through write_file / read_bytes, as a local sandbox does (the host never sees this machine's files).
+    upload = Sandbox.upload
+    download = Sandbox.download
 
     async def close(self) -> None:
         """Close it on its host; a lost host has nothing left to close (its node reaps the rest)."""

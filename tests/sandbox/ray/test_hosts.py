@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import time
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from prorl_gym.sandbox.backends.ray import RayBackend
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.sandbox.ray.local_cluster import LocalRayCluster
 from prorl_gym.sandbox.ray.sandbox import RemoteSandbox
+from prorl_gym.testing import processes_naming
 
 
 @pytest.fixture(scope="module")
@@ -44,14 +44,7 @@ def ray_spec(root: str, **options) -> SandboxSpec:
 def our_processes(root: str) -> list[int]:
     """Processes of sandboxes under this root: bwrap's command line names their private dirs, and
     every process inside has mounts from them (also one orphaned by its host's death)."""
-    found = set(processes_mounting(f"{root}/"))
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if root.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.add(int(pid))
-        except OSError:
-            continue
-    return sorted(found)
+    return sorted(set(processes_mounting(f"{root}/")) | set(processes_naming(root)))
 
 
 def test_a_remote_sandbox_has_the_whole_sandbox_api():
