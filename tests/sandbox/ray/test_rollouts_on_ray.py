@@ -53,12 +53,14 @@ def stack(cluster, tmp_path_factory):
 
 
 def kill_when_busy(cluster: LocalRayCluster, victim, status_url: str, timeout_s: float = 120) -> None:
-    """Kill the victim node once its host runs sandboxes of this server (rollouts in flight there)."""
+    """Kill the victim node once rollouts are in flight (sessions, not only warm-pool sandboxes,
+    which every host holds from the start) and its host runs sandboxes of this server."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         with urllib.request.urlopen(status_url, timeout=10) as response:
-            hosts = json.load(response)["hosts"]
-        if any(h["node"].endswith(victim.node_id[:8]) and h["live"] for h in hosts):
+            status = json.load(response)
+        on_victim = any(h["node"].endswith(victim.node_id[:8]) and h["live"] for h in status["hosts"])
+        if status["live_sandboxes"] >= 8 and on_victim:
             break
         time.sleep(0.05)
     cluster.kill_node(victim)
@@ -86,7 +88,10 @@ def test_a_node_lost_mid_collection_costs_no_rollout(stack, cluster):
     output = stack.tmp / "loss.jsonl"
     rows = stack.tmp / "loss-rows.jsonl"
     env = ENVIRONMENTS["math"]
-    rows.write_text("".join(json.dumps(r) + "\n" for r in read_jsonl(env.example)))
+    slow = read_jsonl(env.example)
+    for row in slow:  # 2 s per policy turn: the node dies while the rollouts still need their sandboxes
+        row["responses_create_params"]["metadata"] = {"scripted_latency_ms": "2000"}
+    rows.write_text("".join(json.dumps(r) + "\n" for r in slow))
     status_url = f"{stack.server_urls()[env.name]}/status"
     killer = threading.Thread(target=kill_when_busy, args=(cluster, victim, status_url))
     killer.start()
