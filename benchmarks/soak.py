@@ -50,13 +50,13 @@ from prorl_gym.client import ProRLClient, RolloutRecord, agent_url
 from prorl_gym.environments import REPO_ROOT, Environment, all_config_paths, discover
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.pipeline.metrics import percentile
+from prorl_gym.sandbox.backends.local import processes_mounting
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.stack import Stack, collected_records
 from prorl_gym.testing import supervised_server
 
 FAULTS = ("policy", "sandbox", "shell", "kernel", "hang", "verifier", "server", "agent")
 STATEFUL = {"swe"}  # its gold answer is the sandbox's state: no shell/kernel/hang faults there
-SANDBOX_UID = 100_000
 IDLE_S = 40  # before measuring idle servers: longer than any keep-alive (aiohttp 15 s, uvicorn 30 s)
 
 
@@ -311,12 +311,14 @@ def collect_probe(soak: SoakStack, env: Environment, repeats: int, kill_after_s:
 
 
 def leaks(session: int, roots: dict[str, Path]) -> dict:
-    """After the stack stopped: processes of its session or the sandbox uid, and sandbox dirs or leases."""
-    processes = []
+    """After the stack stopped: processes of its session or of its sandboxes (a mount from one of its
+    roots: also one orphaned by a dead parent), and sandbox dirs or leases. Other sandboxes of the
+    machine (another stack's) are not this soak's."""
+    processes = {pid for root in roots.values() for pid in processes_mounting(f"{root}/")}
     for pid in _pids():
         try:
-            if os.getsid(pid) == session or os.stat(f"/proc/{pid}").st_uid == SANDBOX_UID:
-                processes.append(pid)
+            if os.getsid(pid) == session:
+                processes.add(pid)
         except OSError:
             continue
     dirs = [p for root in roots.values() if root.exists() for p in root.iterdir() if not p.name.startswith(".")]

@@ -14,6 +14,7 @@ rollout(); its logic is prorl_gym/pipeline/jobs.py, only its routes are here.
 """
 
 import asyncio
+import contextlib
 import json
 import logging
 import signal
@@ -114,8 +115,14 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         app = super().setup_webserver()
         self._mount_job_routes(app)
         self._metrics.mount(app)
-        run_with_app(app, self._stop_runs_on_signals, self._peers.close)
+        run_with_app(app, self._stop_runs_on_signals, self._close)
         return app
+
+    async def _close(self) -> None:
+        """Let rollouts ended by the shutdown release their sandboxes, then close the connections."""
+        if pending := [rollout for rollout in self._runs if not rollout.done()]:
+            await asyncio.wait(pending, timeout=self.config.release_timeout_s)
+        await self._peers.close()
 
     def _stop_runs_on_signals(self) -> None:
         """On SIGINT/SIGTERM, end every /run in flight with a shutdown record at once, then let the
@@ -148,16 +155,22 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         try:
             record = await asyncio.shield(rollout)
         except asyncio.CancelledError:
-            # The server stops (a stop signal ended the rollout, or uvicorn cancels this request):
-            # answer with a record, not a 500, once the rollout has released its sandbox.
+            # The server stops (a stop signal ended the rollout, or uvicorn cancels this request): answer
+            # with a record, not a 500, within uvicorn's grace (0.5 s in NeMo Gym; after it, its middleware
+            # turns the request into a 500). The rollout finishes releasing its sandbox meanwhile or after;
+            # the agent's close waits for that.
             rollout.cancel("the agent is shutting down")
-            await asyncio.gather(rollout, return_exceptions=True)
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(asyncio.gather(rollout, return_exceptions=True)), 0.2)
             if (task := asyncio.current_task()) is not None and task.cancelling():
                 task.uncancel()
-            message = "the agent stopped while the rollout ran; its sandbox was released"
+            message = "the agent stopped while the rollout ran; its sandbox is released"
             record = failed_record(row, Failure(stage=None, type=FailureType.SHUTDOWN, message=message, infra=True))
         finally:
-            self._runs.discard(rollout)
+            if rollout.done():
+                self._runs.discard(rollout)
+            else:  # still releasing: close() waits for it
+                rollout.add_done_callback(self._runs.discard)
         return record.wire()
 
     async def rollout(self, row: dict, cookies: dict | None = None) -> RolloutRecord:
