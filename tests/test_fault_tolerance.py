@@ -145,6 +145,10 @@ def test_a_run_in_flight_when_the_agent_stops_answers_a_shutdown_record(stack):
     """Last in this module: the agent is stopped for good (its supervisor too)."""
     row = read_jsonl(MATH.example)[0]
     row["responses_create_params"]["metadata"] = {"scripted_latency_ms": "20000"}  # RUN outlasts the stop
+    deadline = time.monotonic() + 120
+    while "\nprorl_jobs_active 0.0" not in scrape(stack.agent_url):  # the jobs the restarted agent reran
+        assert time.monotonic() < deadline, "the agent's jobs never ended"
+        time.sleep(0.2)
     with ThreadPoolExecutor(1) as pool:
         answer = pool.submit(_post_run, stack.agent_url, row)
         deadline = time.monotonic() + 30
