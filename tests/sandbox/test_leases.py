@@ -68,19 +68,26 @@ async def test_nothing_of_a_killed_servers_sandboxes_survives_the_reaper(sandbox
     assert [p.name for p in Path(sandbox_root).iterdir() if not p.name.startswith(".")] == []
 
 
+def foreign_lease(spec, sandbox_id: str, owner: str, expired: bool = False, **fields) -> Lease:
+    """A lease written by another process (`owner`: `<host>-<pid>-<start>`), optionally expired."""
+    if expired:
+        fields |= {"created": time.time() - 10, "ttl_s": 1}
+    private_dir = str(Path(spec.root_dir) / sandbox_id)
+    return Lease(
+        sandbox_id=sandbox_id,
+        backend="local",
+        owner=owner,
+        owner_pid=1,
+        owner_start=None,
+        private_dir=private_dir,
+        **fields,
+    )
+
+
 async def test_live_sandboxes_are_not_reaped_but_expired_ones_are(sandbox_spec):
     mine = await create_sandbox(sandbox_spec)
     # a lease of another live process that expired: a leak
-    other = Lease(
-        sandbox_id="leaked",
-        backend="local",
-        owner=f"{short_hostname()}-1-0",  # another process of this host
-        owner_pid=1,
-        owner_start=None,
-        private_dir=str(Path(sandbox_spec.root_dir) / "leaked"),
-        created=time.time() - 10,
-        ttl_s=1,
-    )
+    other = foreign_lease(sandbox_spec, "leaked", f"{short_hostname()}-1-0", expired=True)  # this host's pid 1
     write_lease(sandbox_spec.root_dir, other)
     assert await reap_stale(sandbox_spec.root_dir) == ["leaked"]
     assert (await mine.bash("echo alive")).output == "alive\n"
@@ -89,16 +96,7 @@ async def test_live_sandboxes_are_not_reaped_but_expired_ones_are(sandbox_spec):
 
 async def test_leases_of_other_hosts_are_left_to_them(sandbox_spec):
     """A sandbox root on a shared file system: another node's pids cannot be judged from here."""
-    lease = Lease(
-        sandbox_id="theirs",
-        backend="local",
-        owner="othernode-1-0",
-        owner_pid=1,
-        owner_start=None,
-        private_dir=str(Path(sandbox_spec.root_dir) / "theirs"),
-        created=time.time() - 10,
-        ttl_s=1,
-    )
+    lease = foreign_lease(sandbox_spec, "theirs", "othernode-1-0", expired=True)
     write_lease(sandbox_spec.root_dir, lease)
     assert await reap_stale(sandbox_spec.root_dir) == []
     assert [lease.sandbox_id for lease in read_leases(sandbox_spec.root_dir)] == ["theirs"]
@@ -107,15 +105,7 @@ async def test_leases_of_other_hosts_are_left_to_them(sandbox_spec):
 async def test_a_reused_pid_is_never_signalled(sandbox_spec):
     victim = subprocess.Popen(["sleep", "30"])
     try:  # the lease names the victim's pid but with another start time: a reused pid
-        lease = Lease(
-            sandbox_id="old",
-            backend="local",
-            owner=f"{short_hostname()}-2-0",
-            owner_pid=1,
-            owner_start=None,
-            pids={victim.pid: 12345},
-            private_dir=str(Path(sandbox_spec.root_dir) / "old"),
-        )
+        lease = foreign_lease(sandbox_spec, "old", f"{short_hostname()}-2-0", pids={victim.pid: 12345})
         write_lease(sandbox_spec.root_dir, lease)
         assert await reap_stale(sandbox_spec.root_dir) == ["old"]
         assert victim.poll() is None
