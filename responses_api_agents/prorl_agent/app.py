@@ -14,7 +14,6 @@ rollout(); its logic is prorl_gym/pipeline/jobs.py, only its routes are here.
 """
 
 import asyncio
-import contextlib
 import json
 import logging
 import signal
@@ -79,6 +78,7 @@ class ProRLAgent(SimpleResponsesAPIAgent):
     _jobs: JobManager = PrivateAttr()
     _metrics: AgentMetrics = PrivateAttr()
     _runs: set[asyncio.Future] = PrivateAttr(default_factory=set)  # /run rollouts in flight
+    _stopping: asyncio.Future | None = PrivateAttr(default=None)  # done once a stop signal came
 
     def model_post_init(self, context: Any) -> None:
         c = self.config
@@ -125,24 +125,27 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         await self._peers.close()
 
     def _stop_runs_on_signals(self) -> None:
-        """On SIGINT/SIGTERM, end every /run in flight with a shutdown record at once, then let the
-        server's own handler (uvicorn's, installed before the app starts) stop it. Waiting for
-        uvicorn to cancel the requests is too late: the cancellation reaches NeMo Gym's middleware
-        too, which answers 500."""
+        """On SIGINT/SIGTERM, answer every /run in flight with a shutdown record at once, then let the
+        server's own handler (uvicorn's, installed before the app starts) stop it. Uvicorn cancels the
+        requests still open 0.5 s later (NeMo Gym's grace) and NeMo Gym's middleware turns that into a
+        500, so the answer must not wait for anything, not even the sandbox's release."""
         loop = asyncio.get_running_loop()
+        self._stopping = loop.create_future()
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous = signal.getsignal(sig)
 
             def handler(signum, frame, previous=previous):
-                loop.call_soon_threadsafe(self._end_runs, "the agent is shutting down")
+                loop.call_soon_threadsafe(self._end_runs)
                 if callable(previous):
                     previous(signum, frame)
 
             signal.signal(sig, handler)
 
-    def _end_runs(self, reason: str) -> None:
+    def _end_runs(self) -> None:
+        if self._stopping is not None and not self._stopping.done():
+            self._stopping.set_result(None)
         for rollout in list(self._runs):
-            rollout.cancel(reason)
+            rollout.cancel("the agent is shutting down")  # it releases its sandbox; close() waits for that
 
     # ------------------------------------------------------------------ /run: the pipeline
 
@@ -152,26 +155,18 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         row = body.model_dump(exclude_unset=True)
         rollout = asyncio.ensure_future(self.rollout(row, dict(request.cookies)))
         self._runs.add(rollout)
+        rollout.add_done_callback(self._runs.discard)
         try:
-            record = await asyncio.shield(rollout)
-        except asyncio.CancelledError:
-            # The server stops (a stop signal ended the rollout, or uvicorn cancels this request): answer
-            # with a record, not a 500, within uvicorn's grace (0.5 s in NeMo Gym; after it, its middleware
-            # turns the request into a 500). The rollout finishes releasing its sandbox meanwhile or after;
-            # the agent's close waits for that.
-            rollout.cancel("the agent is shutting down")
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(asyncio.gather(rollout, return_exceptions=True)), 0.2)
-            if (task := asyncio.current_task()) is not None and task.cancelling():
+            stopping = [self._stopping] if self._stopping is not None else []
+            await asyncio.wait([rollout, *stopping], return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # uvicorn cancels the request before a stop signal reached us
+            if (task := asyncio.current_task()) is not None:
                 task.uncancel()
-            message = "the agent stopped while the rollout ran; its sandbox is released"
-            record = failed_record(row, Failure(stage=None, type=FailureType.SHUTDOWN, message=message, infra=True))
-        finally:
-            if rollout.done():
-                self._runs.discard(rollout)
-            else:  # still releasing: close() waits for it
-                rollout.add_done_callback(self._runs.discard)
-        return record.wire()
+        if rollout.done() and not rollout.cancelled():
+            return rollout.result().wire()
+        rollout.cancel("the agent is shutting down")
+        message = "the agent stopped while the rollout ran; its sandbox is released"
+        return failed_record(row, Failure(stage=None, type=FailureType.SHUTDOWN, message=message, infra=True)).wire()
 
     async def rollout(self, row: dict, cookies: dict | None = None) -> RolloutRecord:
         record = await self._pipeline.rollout(row, cookies)
