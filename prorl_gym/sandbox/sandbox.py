@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import secrets
 import socket
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from prorl_gym.runtime.files import SandboxFiles, resolve_path
@@ -24,6 +25,7 @@ from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
 from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox.backends.base import Placement, SandboxFactory, get_backend
 from prorl_gym.sandbox.errors import SandboxClosedError, SandboxError, SandboxKernelError, SandboxStartError
+from prorl_gym.sandbox.fork import RESTORE_PYTHON, RESTORE_SHELL, Template, freeze
 from prorl_gym.sandbox.leases import Lease, abandon_lease, lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
 
@@ -32,13 +34,22 @@ EXIT_WAIT_S = 2.0  # at close, how long the shells' and kernel's wrappers may ta
 
 
 class Sandbox:
-    def __init__(self, spec: SandboxSpec, placement: Placement, zygote: KernelZygote | None = None):
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        placement: Placement,
+        zygote: KernelZygote | None = None,
+        on_close: Callable[[str], Awaitable[None]] | None = None,
+    ):
         self.spec = spec
         self.placement = placement
         self._zygote = zygote
+        self._on_close = on_close  # e.g. a fork's template, which lives as long as its forks
         self.id = placement.sandbox_id
         self.host = socket.gethostname()  # where it runs: a remote backend's placement says otherwise
-        self._shell = self._new_shell(spec.output_limit_bytes)
+        # A fork starts its shell where its parent's was; its Python state comes with its kernel.
+        self._shell = self._new_shell(spec.output_limit_bytes, RESTORE_SHELL if spec.template_dir else "")
+        self.python_state_pending = False
         self._file_shell = self._new_shell(spec.output_limit_bytes)
         self._kernel: IPythonKernel | None = None
         self._kernel_warm_up: asyncio.Task | None = None
@@ -47,8 +58,9 @@ class Sandbox:
         self.edit_history: dict[str, list[str | None]] = {}  # the editor tool's undo stack, per file
         self.closed = False
 
-    def _new_shell(self, output_limit: int) -> PtyShell:
+    def _new_shell(self, output_limit: int, restore: str = "") -> PtyShell:
         argv, init = self.placement.wrap_shell(BASH_ARGV)
+        init = " && ".join(filter(None, [init, restore]))
         return PtyShell(
             argv,
             self.placement.environment(),
@@ -93,6 +105,19 @@ class Sandbox:
             closers.append(self._kernel.close(EXIT_WAIT_S))
         await asyncio.gather(*closers, return_exceptions=True)
         await asyncio.to_thread(remove_lease if gone else abandon_lease, self.spec.root_dir, self.id)
+        if self._on_close is not None:
+            await self._on_close(self.id)
+
+    async def fork(self, n: int = 1) -> list[Sandbox]:
+        """n new sandboxes starting from this one's state, isolated from it and from each other
+        (see fork.py for what carries over)."""
+        async with await self.freeze() as template:
+            return await template.spawn(n)
+
+    async def freeze(self) -> Template:
+        """This sandbox's state as a template to spawn forks from, as often as needed."""
+        self._check_open()
+        return await freeze(self, self.spec.start_timeout_s + self.spec.command_timeout_s)
 
     async def __aenter__(self) -> Sandbox:
         return self
@@ -152,14 +177,28 @@ class Sandbox:
         self._check_open()
         async with self._lazy_start:
             if self._kernel is None:
-                self._kernel = IPythonKernel(
+                kernel = IPythonKernel(
                     self.placement,
                     output_limit=self.spec.output_limit_bytes,
                     start_timeout_s=self.spec.start_timeout_s,
                     interrupt_grace_s=max(self.spec.interrupt_grace_s, 1.0),
                     zygote=self._zygote,
                 )
+                if self.python_state_pending:  # a fork: its parent's variables before any cell of its own
+                    await self._restore_python(kernel)
+                self._kernel = kernel
             return self._kernel
+
+    async def _restore_python(self, kernel: IPythonKernel) -> None:
+        try:
+            result = await kernel.execute(RESTORE_PYTHON, self.spec.python_timeout_s)
+        except KernelError as exc:
+            await kernel.close()
+            raise SandboxKernelError(f"sandbox {self.id}: {exc}") from exc
+        if result.error is not None or result.timed_out:
+            await kernel.close()
+            raise SandboxKernelError(f"sandbox {self.id}: its parent's Python state did not load: {result.error}")
+        self.python_state_pending = False
 
     async def _files(self) -> SandboxFiles:
         self._check_open()
@@ -191,14 +230,18 @@ class Sandbox:
 
 
 async def create_sandbox(
-    spec: SandboxSpec | None = None, sandbox_id: str | None = None, zygote: KernelZygote | None = None
+    spec: SandboxSpec | None = None,
+    sandbox_id: str | None = None,
+    zygote: KernelZygote | None = None,
+    on_close: Callable[[str], Awaitable[None]] | None = None,
 ) -> Sandbox:
     """Place and start a sandbox; on any failure nothing is left behind.
 
     Its lease is written before anything of it exists (owner, private directory), and again with
     its processes once placed: a server killed at any point leaves a lease its successor's reaper
     finds, never an unaccounted directory or instance.
-    zygote: forks the sandbox's Python kernel from a pre-imported interpreter (local backend)."""
+    zygote: forks the sandbox's Python kernel from a pre-imported interpreter (local backend).
+    on_close: awaited with the sandbox's id once it is closed (also when its start fails)."""
     spec = spec or SandboxSpec()
     sandbox_id = sandbox_id or secrets.token_hex(6)
     backend = get_backend(spec)
@@ -210,6 +253,8 @@ async def create_sandbox(
     except BaseException as exc:
         drop = abandon_lease if getattr(exc, "may_live", False) else remove_lease
         await asyncio.shield(asyncio.to_thread(drop, spec.root_dir, sandbox_id))
+        if on_close is not None:
+            await on_close(sandbox_id)
         if isinstance(exc, OSError):  # backends raise SandboxStartError for what they foresee
             raise SandboxStartError(f"sandbox {sandbox_id} could not be placed: {exc}") from exc
         raise
@@ -217,8 +262,10 @@ async def create_sandbox(
         await _write_lease(spec.root_dir, lease_for(sandbox_id, spec, placement))
     except BaseException:
         await asyncio.shield(_abandon(placement, spec.root_dir, sandbox_id))
+        if on_close is not None:
+            await on_close(sandbox_id)
         raise
-    return await Sandbox(spec, placement, zygote).start()  # closes (and drops the lease) on any failure
+    return await Sandbox(spec, placement, zygote, on_close).start()  # closes (and drops the lease) on any failure
 
 
 async def _write_lease(root_dir: str, lease: Lease) -> None:

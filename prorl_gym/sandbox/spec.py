@@ -98,6 +98,9 @@ class SandboxSpec(BaseModel):
     python_timeout_s: float = 30.0
     interrupt_grace_s: float = 1.0
     start_timeout_s: float = 30.0
+    # Set on a fork (see fork.py), not in config: a frozen copy of another sandbox's files (<dir>/<workspace>,
+    # <dir>/tmp) that this one starts from, copy-on-write.
+    template_dir: str | None = None
     kernel_python: str = Field(
         default_factory=default_python, description="Interpreter inside the sandbox with ipykernel."
     )

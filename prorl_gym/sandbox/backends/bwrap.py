@@ -206,8 +206,8 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int, e
     for i, stream in enumerate(("stdin", "stdout", "stderr")):
         argv += ["--symlink", f"/proc/self/fd/{i}", f"/dev/{stream}"]
     argv += ["--size", str(64 << 20), "--tmpfs", "/dev/shm"]
-    argv += ["--size", str(spec.limits.tmp_bytes), "--tmpfs", "/tmp"]  # before binds below /tmp
-    argv += ["--size", str(spec.limits.workspace_bytes), "--tmpfs", spec.workspace]
+    argv += scratch_mount(spec, private_dir, "/tmp", spec.limits.tmp_bytes)  # before binds below /tmp
+    argv += scratch_mount(spec, private_dir, spec.workspace, spec.limits.workspace_bytes)
     control_dir, run_dir = str(private_dir / "ctl"), str(private_dir / "run")
     argv += ["--ro-bind", control_dir, control_dir]  # kernel connection files
     argv += ["--bind", run_dir, run_dir]  # kernel sockets: same absolute path inside and out
@@ -217,6 +217,22 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int, e
         argv += ["--bind" if bind.writable else "--ro-bind", bind.src, bind.dst or bind.src]
     argv += ["--remount-ro", "/", "--chdir", spec.workspace, "--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]
     return argv + ["--", "/bin/sh", "-c", HOLDER]
+
+
+def scratch_mount(spec: SandboxSpec, private_dir: Path, path: str, size: int) -> list[str]:
+    """A writable directory of the sandbox: a size-capped tmpfs; in a fork, the template's files
+    under a copy-on-write overlay whose writes go to the fork's private dir (on the host's disk:
+    the size cap is not enforced there, RLIMIT_FSIZE still is)."""
+    if spec.template_dir is None:
+        return ["--size", str(size), "--tmpfs", path]
+    upper, work = overlay_dirs(private_dir, path)
+    return ["--overlay-src", f"{spec.template_dir}{path}", "--overlay", str(upper), str(work), path]
+
+
+def overlay_dirs(private_dir: Path, path: str) -> tuple[Path, Path]:
+    """Where a fork's writes under `path` go (upper), and the overlay's work dir, on the host."""
+    name = path.strip("/").replace("/", "_")
+    return private_dir / "upper" / name, private_dir / "overlay-work" / name
 
 
 class BwrapPlacement:
@@ -236,6 +252,7 @@ class BwrapPlacement:
         self.holder_pid = -1  # the bwrap process, our child
         self.init_pid = -1  # pid 1 of the sandbox, as the host sees it
         self.own_pid_namespace = True
+        self.can_fork = True  # its files can be frozen into a template (sandbox/fork.py)
         self.instance: str | None = None  # the holder's pids identify it
         self._userns_fd = -1
         self._nsenter: list[str] = []
@@ -260,6 +277,12 @@ class BwrapPlacement:
         for directory in (self.socket_dir, self.control_dir):
             directory.mkdir(parents=True, exist_ok=True)
             os.chmod(directory, 0o755)  # owned by us: the sandbox reads, never writes
+        if spec.template_dir is not None:  # a fork: its writes go to host dirs of its own uid
+            for path in ("/tmp", spec.workspace):
+                for directory in overlay_dirs(self.private_dir, path):
+                    directory.mkdir(parents=True, exist_ok=True)
+                    if self.sandbox_uid is not None:
+                        os.chown(directory, self.sandbox_uid, self.sandbox_uid)
         etc_dir = await asyncio.to_thread(shared_etc, spec)
         info_r, info_w = _pipe(inheritable=True)  # bwrap writes the child pid here
         ready_r, ready_w = _pipe(inheritable=False)  # becomes fd 3 of the child

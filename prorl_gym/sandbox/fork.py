@@ -1,0 +1,311 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""Fork a sandbox: freeze its state into a template once, start any number of sandboxes from it.
+
+    children = await sandbox.fork(8)          # or: template = await freeze(sandbox)
+                                              #     children = await template.spawn(8)
+
+What a fork carries over, and how:
+  files       the workspace and /tmp, copied once into the template (a tar stream written inside
+              the parent, as its own uid, and extracted on the host with tarfile's `data` filter:
+              the parent cannot make the host write outside the template). Every fork mounts them
+              copy-on-write (an overlay: template read-only below, the fork's own writes above),
+              so a fork costs a sandbox start, not a copy, and no fork sees another's writes.
+  shell       working directory, exported variables and functions (`export -p`, `declare -f`);
+              not unexported variables, aliases, jobs or history.
+  Python      when the parent's kernel runs: its variables (cloudpickle, functions and classes by
+              value), imported modules (imported again), the working directory and the state of
+              `random` and numpy's global generator, so a fork draws the same numbers the parent
+              would next. The kernel is not forked and no cell is run again, so nothing a cell did
+              outside the interpreter happens twice. Lost, and listed in `Template.dropped`: values
+              that cannot be pickled (open files, sockets, threads, generators).
+A template is read-only to its forks and outlives none of them: it is removed when it is closed
+and its last fork is. It has a lease like a sandbox, so a killed server's templates are reaped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import logging
+import os
+import secrets
+import shutil
+import tarfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap
+from prorl_gym.sandbox.backends.base import private_dir_of
+from prorl_gym.sandbox.errors import SandboxError
+from prorl_gym.sandbox.leases import lease_for, remove_lease, write_lease
+
+if TYPE_CHECKING:
+    from prorl_gym.sandbox.sandbox import Sandbox
+
+log = logging.getLogger(__name__)
+
+STATE_DIR = "/tmp/.prorl-fork"  # inside a sandbox: the shell and Python state a fork carries
+SHELL_STATE = f"{STATE_DIR}/shell.sh"
+PYTHON_STATE = f"{STATE_DIR}/python.pkl"
+# The shell's own variables (prompt markers, levels) are its own, not the task's.
+SKIP_EXPORTS = "PS1|PS2|PS4|PWD|OLDPWD|SHLVL|_"
+CAPTURE_SHELL = (
+    f"mkdir -p {STATE_DIR} && {{ export -p | grep -Ev '^declare -[a-zA-Z-]* ({SKIP_EXPORTS})='; "
+    f"declare -f; printf 'cd -- %q\\n' \"$PWD\"; }} > {SHELL_STATE}"
+)
+RESTORE_SHELL = f"if [ -f {SHELL_STATE} ]; then . {SHELL_STATE}; rm -f {SHELL_STATE}; fi >/dev/null 2>&1; true"
+
+CAPTURE_PYTHON = f"""
+def __prorl_capture(path):
+    import json, os, sys, types
+    import cloudpickle
+    ip = get_ipython()
+    hidden = set(ip.user_ns_hidden)
+    modules, values, dropped = {{}}, {{}}, []
+    for name, value in list(ip.user_ns.items()):
+        if name.startswith('_') or name in hidden:
+            continue
+        if isinstance(value, types.ModuleType):
+            modules[name] = value.__name__
+            continue
+        try:
+            cloudpickle.dumps(value)
+            values[name] = value
+        except Exception:
+            dropped.append(name)
+    state = {{'modules': modules, 'values': values, 'cwd': os.getcwd(),
+             'random': sys.modules['random'].getstate() if 'random' in sys.modules else None,
+             'numpy': sys.modules['numpy'].random.get_state() if 'numpy' in sys.modules else None}}
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'wb') as f:
+        cloudpickle.dump(state, f)  # all in one: values that share objects still share them
+    print(json.dumps(dropped))
+__prorl_capture({PYTHON_STATE!r})
+del __prorl_capture
+"""
+
+RESTORE_PYTHON = f"""
+def __prorl_restore(path):
+    import importlib, os, sys, types
+    import cloudpickle
+    with open(path, 'rb') as f:
+        state = cloudpickle.load(f)
+    ns = get_ipython().user_ns
+    for name, module in state['modules'].items():
+        try:
+            ns[name] = importlib.import_module(module)
+        except Exception:
+            pass
+    for name, value in state['values'].items():
+        if isinstance(value, types.FunctionType) and value.__module__ == '__main__':
+            # cloudpickle gives functions of the kernel's namespace a globals dict of their own
+            f = types.FunctionType(value.__code__, ns, value.__name__, value.__defaults__, value.__closure__)
+            f.__kwdefaults__, f.__qualname__, f.__dict__ = value.__kwdefaults__, value.__qualname__, value.__dict__
+            value = f
+        ns[name] = value
+    os.chdir(state['cwd'])
+    if state['random'] is not None:
+        import random
+        random.setstate(state['random'])
+    if state['numpy'] is not None:
+        import numpy
+        numpy.random.set_state(state['numpy'])
+    os.remove(path)
+__prorl_restore({PYTHON_STATE!r})
+del __prorl_restore
+"""
+
+
+class SandboxForkError(SandboxError):
+    """A sandbox could not be frozen or forked (its backend cannot, or its state could not be read)."""
+
+
+class Template:
+    """A sandbox's frozen state (see the module docstring). spawn() as often as needed; close()
+    when no more forks are wanted: its files go once its last fork is closed too."""
+
+    def __init__(self, parent: Sandbox, template_id: str, directory: Path, python_state: bool, dropped: list[str]):
+        self.id = template_id
+        self.directory = directory
+        self.spec = parent.spec.model_copy(update={"template_dir": str(directory / "files")})
+        self.python_state = python_state
+        self.dropped = dropped  # Python names that could not be carried over
+        self._zygote = parent._zygote
+        self._edit_history = copy.deepcopy(parent.edit_history)
+        self._forks: set[str] = set()
+        self._closed = False
+
+    async def spawn(self, n: int = 1) -> list[Sandbox]:
+        """n sandboxes starting from this template; all start or none (the started are closed)."""
+        from prorl_gym.sandbox.sandbox import create_sandbox
+
+        if self._closed:
+            raise SandboxForkError(f"template {self.id} is closed")
+        ids = [secrets.token_hex(6) for _ in range(n)]
+        self._forks.update(ids)  # held from now: a fork that fails to start releases its own
+        started = await asyncio.gather(
+            *(create_sandbox(self.spec, i, self._zygote, on_close=self._fork_closed) for i in ids),
+            return_exceptions=True,
+        )
+        forks = [s for s in started if not isinstance(s, BaseException)]
+        if len(forks) < n:
+            await asyncio.gather(*(s.close() for s in forks), return_exceptions=True)
+            self._forks.difference_update(ids)
+            await self._remove_if_unused()
+            error = next(s for s in started if isinstance(s, BaseException))
+            raise error
+        for sandbox in forks:
+            sandbox.edit_history = copy.deepcopy(self._edit_history)
+            sandbox.python_state_pending = self.python_state
+        return forks
+
+    async def close(self) -> None:
+        self._closed = True
+        await self._remove_if_unused()
+
+    async def _fork_closed(self, sandbox_id: str) -> None:
+        self._forks.discard(sandbox_id)
+        await self._remove_if_unused()
+
+    async def _remove_if_unused(self) -> None:
+        if self._closed and not self._forks and self.directory.exists():
+            await asyncio.to_thread(_remove, self.spec.root_dir, self.id, self.directory)
+
+    async def __aenter__(self) -> Template:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+
+def _remove(root_dir: str, template_id: str, directory: Path) -> None:
+    shutil.rmtree(directory, ignore_errors=True)
+    remove_lease(root_dir, template_id)
+
+
+async def freeze(sandbox: Sandbox, timeout: float = 60.0) -> Template:
+    """Freeze a sandbox's current state into a template; the sandbox itself goes on unchanged."""
+    if not getattr(sandbox.placement, "can_fork", False):
+        raise SandboxForkError(f"sandbox {sandbox.id}: its backend ({sandbox.spec.backend.kind}) cannot fork")
+    template_id = f"tpl-{secrets.token_hex(6)}"
+    directory = private_dir_of(sandbox.spec, template_id)
+    # A lease first, as for a sandbox: a server killed from here on leaves nothing unaccounted.
+    await asyncio.to_thread(write_lease, sandbox.spec.root_dir, lease_for(template_id, sandbox.spec))
+    try:
+        dropped, python_state = await _capture_state(sandbox, timeout)
+        files = directory / "files"
+        await asyncio.to_thread(_make_dirs, files, sandbox.spec.workspace)
+        await _copy_files(sandbox, files, timeout)
+        await asyncio.to_thread(_drop_mount_points, files, sandbox.placement.private_dir)
+    except BaseException:
+        await asyncio.shield(asyncio.to_thread(_remove, sandbox.spec.root_dir, template_id, directory))
+        raise
+    finally:  # the parent is left as it was
+        with contextlib.suppress(Exception):
+            await sandbox.bash(f"rm -rf {STATE_DIR}", timeout)
+    return Template(sandbox, template_id, directory, python_state, dropped)
+
+
+async def _capture_state(sandbox: Sandbox, timeout: float) -> tuple[list[str], bool]:
+    result = await sandbox.bash(CAPTURE_SHELL, timeout)
+    if result.exit_code != 0:
+        raise SandboxForkError(f"sandbox {sandbox.id}: could not read its shell state: {result.output[-500:]}")
+    if not sandbox.kernel_started:
+        return [], False
+    result = await sandbox.python(CAPTURE_PYTHON, timeout)
+    if result.error is not None or result.timed_out:
+        detail = result.error or "timed out"
+        raise SandboxForkError(f"sandbox {sandbox.id}: could not read its Python state: {detail}")
+    dropped = json.loads(result.output.strip().splitlines()[-1])
+    if dropped:
+        log.info("sandbox %s: fork leaves out Python values that cannot be pickled: %s", sandbox.id, dropped)
+    return dropped, True
+
+
+def _make_dirs(files: Path, workspace: str) -> None:
+    for path in ("/tmp", workspace):
+        (files / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    os.chmod(files.parent, 0o711)
+    os.chmod(files, 0o755)
+
+
+def _drop_mount_points(files: Path, private_dir: Path) -> None:
+    """The parent's socket and control dirs are bound below /tmp when the sandbox root is there:
+    their (empty) mount points are the parent's, not a fork's."""
+    own = files / str(private_dir).lstrip("/")
+    shutil.rmtree(own, ignore_errors=True)
+    for parent in own.parents:
+        if parent == files / "tmp" or files / "tmp" not in parent.parents:
+            break  # /tmp itself stays: the forks' overlay needs it
+        try:
+            parent.rmdir()  # only while empty: what the agent put there stays
+        except OSError:
+            break
+
+
+async def _copy_files(sandbox: Sandbox, files: Path, timeout: float) -> None:
+    """tar, run inside the parent as its uid, streams the workspace and /tmp to the host. Mounts
+    below them (sockets, binds) are not the sandbox's files: --one-file-system leaves them out."""
+    placement = sandbox.placement
+    members = [sandbox.spec.workspace.lstrip("/"), "tmp"]
+    argv = placement.wrap(["tar", "--one-file-system", "-C", "/", "-cf", "-", *members])
+    read_fd, write_fd = os.pipe()
+    log_path = str(placement.private_dir / "fork-tar.log")
+    try:
+        pid = os.posix_spawnp(
+            argv[0],
+            argv,
+            placement.environment(),
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, write_fd, 1),
+                (os.POSIX_SPAWN_OPEN, 2, log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600),
+                *((os.POSIX_SPAWN_DUP2, ours, theirs) for theirs, ours in placement.spawn_fds.items()),
+            ],
+            setsid=True,
+            setsigdef=DEFAULT_SIGNALS,
+        )
+    finally:
+        os.close(write_fd)
+    uid = placement.sandbox_uid if placement.sandbox_uid is not None else os.getuid()
+    extracting = asyncio.ensure_future(asyncio.to_thread(_extract, read_fd, files, uid))
+    try:
+        async with asyncio.timeout(timeout):
+            await asyncio.shield(extracting)
+            code = await reap(pid, timeout)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, 9)
+        await reap(pid)
+        await asyncio.gather(extracting, return_exceptions=True)  # ends at the pipe's EOF
+        raise
+    if code != 0:
+        detail = Path(log_path).read_text(errors="replace")[-500:] if Path(log_path).exists() else ""
+        raise SandboxForkError(f"sandbox {sandbox.id}: copying its files failed (tar exit {code}): {detail}")
+
+
+def _extract(read_fd: int, files: Path, uid: int) -> None:
+    """Extract the parent's tar stream into the template, owned by the sandbox uid. The stream is
+    the sandbox's to forge: tarfile's `data` filter refuses members outside the template,
+    through links, or device files; symlinks leaving the tree are kept as links (nothing on the
+    host follows them, and members below one resolve outside and are refused)."""
+
+    def keep(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+        try:
+            member = tarfile.data_filter(member, dest)
+        except (tarfile.AbsoluteLinkError, tarfile.LinkOutsideDestinationError):
+            if not member.issym():
+                return None
+        except tarfile.FilterError as exc:
+            log.warning("fork: left out %s (%s)", member.name, exc)
+            return None
+        return member.replace(uid=uid, gid=uid, uname="", gname="", deep=False)
+
+    with os.fdopen(read_fd, "rb") as stream, tarfile.open(fileobj=stream, mode="r|") as archive:
+        archive.extractall(files, filter=keep, numeric_owner=True)
+        with contextlib.suppress(OSError):
+            while stream.read(1 << 16):  # drain: tar must not block on a full pipe
+                pass

@@ -1,0 +1,124 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""Sandbox.fork / freeze: what a fork carries over, and that its template lives as long as its forks."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from prorl_gym.sandbox import create_sandbox
+from prorl_gym.sandbox.fork import SandboxForkError
+from prorl_gym.sandbox.leases import read_leases
+
+
+async def test_a_fork_starts_where_its_parent_is_files_shell_and_python(sandbox):
+    await sandbox.bash("mkdir -p src && cd src && echo v1 > app.py && echo scratch > /tmp/notes")
+    await sandbox.bash("export TASK=demo; greet() { echo hello-$1; }")
+    await sandbox.python("import math, random\nrandom.seed(7)\nxs = [1, 2]\ndef total(): return sum(xs)")
+    parent_next = await sandbox.python("import random as r2; s = r2.getstate(); print(r2.random()); r2.setstate(s)")
+    (child,) = await sandbox.fork(1)
+    try:
+        shell = await child.bash("pwd; echo $TASK; greet x; cat app.py /tmp/notes")
+        assert shell.output.split() == ["/workspace/src", "demo", "hello-x", "v1", "scratch"]
+        py = await child.python("xs.append(3); print(total(), math.floor(2.5), random.random())")
+        total, floor, drawn = py.output.split()
+        assert (total, floor) == ("6", "2")  # a function of the namespace sees the namespace's xs
+        assert drawn == parent_next.output.strip()  # the same random stream as the parent
+        assert child.edit_history == sandbox.edit_history
+    finally:
+        await child.close()
+
+
+async def test_forks_are_isolated_from_their_parent_and_from_each_other(sandbox):
+    await sandbox.bash("echo original > shared.txt && echo original > /tmp/shared")
+    await sandbox.python("data = {'n': 0}")
+    forks = await sandbox.fork(2)
+    try:
+        first, second = forks
+        await first.bash(
+            "echo first > shared.txt && echo first > /tmp/shared && touch only-first && rm -f /tmp/shared"
+        )
+        await first.python("data['n'] = 1")
+        for other in (second, sandbox):
+            listing = await other.bash("cat shared.txt /tmp/shared; ls")
+            assert listing.output.split() == ["original", "original", "shared.txt"]
+            assert (await other.python("print(data['n'])")).output.strip() == "0"
+        await second.bash("echo second > shared.txt")
+        assert (await first.bash("cat shared.txt")).output.strip() == "first"
+    finally:
+        await asyncio.gather(*(f.close() for f in forks))
+
+
+async def test_the_parent_goes_on_unchanged_and_keeps_no_trace_of_the_fork(sandbox):
+    await sandbox.bash("cd /tmp && export A=1")
+    await sandbox.python("v = 41")
+    forks = await sandbox.fork(1)
+    await forks[0].close()
+    after = await sandbox.bash("pwd; echo $A; ls -A /tmp")
+    assert after.output.split()[:2] == ["/tmp", "1"] and ".prorl-fork" not in after.output  # no state files left
+    assert (await sandbox.python("print(v + 1)")).output.strip() == "42"
+
+
+async def test_a_template_outlives_none_of_its_forks_and_is_leased_meanwhile(sandbox):
+    root = sandbox.spec.root_dir
+    template = await sandbox.freeze()
+    forks = await template.spawn(2)
+    await template.close()
+    assert template.directory.exists() and template.id in {lease.sandbox_id for lease in read_leases(root)}
+    await forks[0].close()
+    assert (await forks[1].bash("cat /proc/self/mountinfo | grep -c overlay")).output.strip() != "0"
+    assert template.directory.exists()
+    await forks[1].close()
+    assert not template.directory.exists()
+    assert template.id not in {lease.sandbox_id for lease in read_leases(root)}
+    with pytest.raises(SandboxForkError):
+        await template.spawn(1)
+
+
+async def test_forks_of_forks_and_the_template_is_never_written_by_a_fork(sandbox):
+    await sandbox.bash("echo gen0 > gen")
+    async with await sandbox.freeze() as template:
+        (child,) = await template.spawn(1)
+        try:
+            await child.bash("echo gen1 > gen && mkdir deep && echo x > deep/y")
+            (grandchild,) = await child.fork(1)
+            try:
+                assert (await grandchild.bash("cat gen deep/y")).output.split() == ["gen1", "x"]
+            finally:
+                await grandchild.close()
+            frozen = template.directory / "files" / "workspace"
+            assert (frozen / "gen").read_text() == "gen0\n" and not (frozen / "deep").exists()
+        finally:
+            await child.close()
+
+
+async def test_values_that_cannot_be_pickled_are_named_and_the_rest_carries_over(sandbox):
+    await sandbox.python("import threading\nlock = threading.Lock()\nkept = 'yes'")
+    async with await sandbox.freeze() as template:
+        assert template.dropped == ["lock"]
+        (child,) = await template.spawn(1)
+        try:
+            result = await child.python("print(kept, 'lock' in dir())")
+            assert result.output.split() == ["yes", "False"]
+        finally:
+            await child.close()
+
+
+async def test_a_sandbox_without_a_kernel_forks_without_starting_one(sandbox):
+    (child,) = await sandbox.fork(1)
+    try:
+        assert not sandbox.kernel_started and not child.kernel_started
+        assert (await child.python("print(1 + 1)")).output.strip() == "2"
+    finally:
+        await child.close()
+
+
+async def test_an_unisolated_sandbox_refuses_to_fork_with_a_typed_error(sandbox_spec):
+    spec = sandbox_spec.with_backend(isolation="none")
+    async with await create_sandbox(spec) as sandbox:
+        with pytest.raises(SandboxForkError, match="cannot fork"):
+            await sandbox.fork(1)
+    assert not [p for p in Path(spec.root_dir).iterdir() if p.name.startswith("tpl-")]
