@@ -36,6 +36,7 @@ from prorl_gym.metrics import ServerMetrics
 from prorl_gym.pipeline.failures import Failure, FailureType, Stage
 from prorl_gym.resources.protocol import SANDBOX_ERROR, SANDBOX_LOST_ERROR, SeedSessionResponse, ToolsResponse
 from prorl_gym.resources.sessions import SandboxSessions, UnknownSessionError
+from prorl_gym.resources.shared_init import SharedInit, default_init_key
 from prorl_gym.resources.tools import TOOLS, Tool, ToolResult
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxLostError, SandboxSpec
 from prorl_gym.supervise import supervised
@@ -55,6 +56,11 @@ class SandboxResourcesServerConfig(BaseResourcesServerConfig):
     # When the python tool is offered, start each sandbox's Python kernel in the background
     # as soon as the sandbox exists (at INIT, or in the warm pool) instead of in the first call.
     prestart_kernel: bool = True
+    # INIT once per task: the rollouts of one task (a group's samples, repeats) start from forks of
+    # one staged sandbox (resources/shared_init.py). Worth it where staging costs (SWE).
+    share_init: bool = False
+    share_init_ttl_s: float = 300.0  # a task's template is closed after this long without a new rollout
+    share_init_max_templates: int = 64
 
 
 class SeedSessionRequest(BaseSeedSessionRequest):
@@ -145,6 +151,9 @@ class SandboxResourcesServer(SimpleResourcesServer):
             idle_ttl_s=self.config.session_idle_ttl_s,
             pool_size=self.config.warm_pool_size,
             warm_kernels=self.config.prestart_kernel and "python" in self.config.tools,
+            shared_init=SharedInit(c.share_init_ttl_s, c.share_init_max_templates)
+            if (c := self.config).share_init
+            else None,
         )
         if self.config.verifier_workers:
             self._verifiers = VerifierPool(
@@ -232,6 +241,10 @@ class SandboxResourcesServer(SimpleResourcesServer):
     async def stage_task(self, sandbox: Sandbox, row: SeedSessionRequest) -> None:
         """INIT: put the task into the fresh sandbox (files, repositories). Default: nothing."""
 
+    def init_key(self, row: SeedSessionRequest) -> str:
+        """Rows with the same key are staged alike (share_init forks one staged sandbox for them)."""
+        return default_init_key(row.model_dump(mode="json"))
+
     async def evaluate(self, body: SandboxVerifyRequest, sandbox: Sandbox | None) -> dict[str, Any]:
         """EVAL: return at least {"reward": float} and the fields of `verify_response`; may use the
         sandbox before it is closed."""
@@ -242,8 +255,13 @@ class SandboxResourcesServer(SimpleResourcesServer):
     async def _seed_session(self, request: Request, body: SeedSessionRequest):
         session_id = request.session[SESSION_ID_KEY]
         try:
-            sandbox = await self._sessions.create(session_id, await self.sandbox_spec(body))
-            await self.stage_task(sandbox, body)
+            spec = await self.sandbox_spec(body)
+            if self._sessions.shared_init is not None:
+                stage = lambda sandbox: self.stage_task(sandbox, body)  # noqa: E731
+                sandbox = await self._sessions.create_shared(session_id, self.init_key(body), spec, stage)
+            else:
+                sandbox = await self._sessions.create(session_id, spec)
+                await self.stage_task(sandbox, body)
         except SandboxError as exc:
             await self._sessions.release(session_id)
             return error_response(503, sandbox_error_type(exc), str(exc))
@@ -261,7 +279,10 @@ class SandboxResourcesServer(SimpleResourcesServer):
 
     async def status(self) -> dict[str, Any]:
         """Live sandboxes, and per sandbox host: live sandboxes, capacity, health, failures."""
-        return {"live_sandboxes": len(self._sessions), "hosts": await self._sessions.hosts()}
+        status = {"live_sandboxes": len(self._sessions), "hosts": await self._sessions.hosts()}
+        if (shared := self._sessions.shared_init) is not None:
+            status["shared_init"] = {"live_templates": len(shared), **shared.counts}
+        return status
 
     async def drain_host(self, body: DrainRequest):
         """Planned maintenance: no new sandboxes on this host (`draining: false` resumes); its running

@@ -15,9 +15,11 @@ import asyncio
 import logging
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from prorl_gym.errors import ProrlError
+from prorl_gym.resources.shared_init import SharedInit
 from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec, create_sandbox, get_backend
 from prorl_gym.sandbox.backends.base import SandboxFactory
@@ -33,7 +35,14 @@ class UnknownSessionError(ProrlError, LookupError):
 
 
 class SandboxSessions:
-    def __init__(self, spec: SandboxSpec, idle_ttl_s: float = 3600.0, pool_size: int = 0, warm_kernels: bool = False):
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        idle_ttl_s: float = 3600.0,
+        pool_size: int = 0,
+        warm_kernels: bool = False,
+        shared_init: SharedInit | None = None,
+    ):
         self.spec = spec
         self.idle_ttl_s = idle_ttl_s
         self.zygote = kernel_zygote_for(spec)
@@ -43,6 +52,11 @@ class SandboxSessions:
         self.counts: Counter[str] = Counter()  # since start: sandboxes started, failed to start, kernels started
         self._last_used: dict[str, float] = {}
         self._sweeper: asyncio.Task | None = None
+        self.shared_init = shared_init if shared_init is not None and get_backend(spec).can_fork(spec) else None
+        if shared_init is not None and self.shared_init is None:
+            log.warning(
+                "share_init is on but %s sandboxes cannot fork: every rollout stages its task", spec.backend.kind
+            )
 
     def __len__(self) -> int:
         return len(self._sandboxes)
@@ -63,6 +77,8 @@ class SandboxSessions:
             await self.pool.close()
         if self.zygote:
             await self.zygote.close()
+        if self.shared_init:  # templates go once their last fork below is closed
+            await self.shared_init.close()
         sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
         self._last_used.clear()
         await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
@@ -99,15 +115,44 @@ class SandboxSessions:
         serves the server's default spec."""
         await self.release(session_id)
         try:
-            if spec is not None and spec != self.spec:
-                zygote_config = get_backend(spec).zygote_config(spec)
-                shares_zygote = self.zygote is not None and zygote_config == self.zygote.config
-                sandbox = await create_sandbox(spec, zygote=self.zygote if shares_zygote else None)
-            else:
-                sandbox = await (self.pool.acquire() if self.pool else create_sandbox(self.spec, zygote=self.zygote))
+            sandbox = await self._new(spec)
         except SandboxError:
             self.counts["start_failures"] += 1
             raise
+        return self._register(session_id, sandbox)
+
+    async def create_shared(
+        self, session_id: str, key: str, spec: SandboxSpec, stage: Callable[[Sandbox], Awaitable[None]]
+    ) -> Sandbox:
+        """A fork of the task's template (see shared_init.py), staged by `stage` if there is none yet."""
+        await self.release(session_id)
+
+        async def make_template():
+            staging = await create_sandbox(spec, zygote=self._zygote_for(spec))
+            try:
+                await stage(staging)
+                return await staging.freeze()
+            finally:
+                await staging.close()
+
+        try:
+            sandbox = await self.shared_init.fork(key, make_template)
+        except SandboxError:
+            self.counts["start_failures"] += 1
+            raise
+        return self._register(session_id, sandbox)
+
+    async def _new(self, spec: SandboxSpec | None) -> Sandbox:
+        if spec is not None and spec != self.spec:
+            return await create_sandbox(spec, zygote=self._zygote_for(spec))
+        return await (self.pool.acquire() if self.pool else create_sandbox(self.spec, zygote=self.zygote))
+
+    def _zygote_for(self, spec: SandboxSpec) -> KernelZygote | None:
+        """The server's zygote, if its forks can join this spec's sandboxes."""
+        shares = self.zygote is not None and get_backend(spec).zygote_config(spec) == self.zygote.config
+        return self.zygote if shares else None
+
+    def _register(self, session_id: str, sandbox: Sandbox) -> Sandbox:
         self.counts["started"] += 1
         if self._prepare:
             self._prepare(sandbox)
@@ -147,6 +192,8 @@ class SandboxSessions:
             for sid in stale:
                 log.warning("closing sandbox of session %s: idle for more than %.0fs", sid, self.idle_ttl_s)
                 await self.release(sid)
+            if self.shared_init:
+                await self.shared_init.sweep()
             await reap_stale(self.spec.root_dir)
 
 

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap
-from prorl_gym.sandbox.backends.base import private_dir_of
+from prorl_gym.sandbox.backends.base import get_backend, private_dir_of
 from prorl_gym.sandbox.errors import SandboxError
 from prorl_gym.sandbox.leases import lease_for, remove_lease, write_lease
 
@@ -188,7 +188,7 @@ def _remove(root_dir: str, template_id: str, directory: Path) -> None:
 
 async def freeze(sandbox: Sandbox, timeout: float = 60.0) -> Template:
     """Freeze a sandbox's current state into a template; the sandbox itself goes on unchanged."""
-    if not getattr(sandbox.placement, "can_fork", False):
+    if not get_backend(sandbox.spec).can_fork(sandbox.spec):
         raise SandboxForkError(f"sandbox {sandbox.id}: its backend ({sandbox.spec.backend.kind}) cannot fork")
     template_id = f"tpl-{secrets.token_hex(6)}"
     directory = private_dir_of(sandbox.spec, template_id)

@@ -326,6 +326,9 @@ class ApptainerBackend:
     def check(self, spec: SandboxSpec) -> None:
         pass  # the image is checked at placement: a row may bring its own
 
+    def can_fork(self, spec: SandboxSpec) -> bool:
+        return False  # not yet: forks would need an overlay image per template
+
     def zygote_config(self, spec: SandboxSpec) -> None:
         return None  # kernels join the instance through `apptainer exec`, each a process of its own
 

@@ -64,6 +64,10 @@ class Backend(Protocol):
         """Refuse, at config time, a spec this backend cannot honour (raise ValueError)."""
         ...
 
+    def can_fork(self, spec: SandboxSpec) -> bool:
+        """Whether this spec's sandboxes can be frozen into templates and forked (sandbox/fork.py)."""
+        ...
+
 
 @runtime_checkable
 class SandboxFactory(Protocol):

@@ -252,7 +252,6 @@ class BwrapPlacement:
         self.holder_pid = -1  # the bwrap process, our child
         self.init_pid = -1  # pid 1 of the sandbox, as the host sees it
         self.own_pid_namespace = True
-        self.can_fork = True  # its files can be frozen into a template (sandbox/fork.py)
         self.instance: str | None = None  # the holder's pids identify it
         self._userns_fd = -1
         self._nsenter: list[str] = []

@@ -121,6 +121,9 @@ class LocalBackend:
                 "use backend.rootfs (a directory to use as /) or a backend that runs images"
             )
 
+    def can_fork(self, spec: SandboxSpec) -> bool:
+        return spec.backend.isolation == "required"  # forks mount their template with an overlay
+
     def zygote_config(self, spec: SandboxSpec) -> ZygoteConfig | None:
         options: LocalOptions = spec.backend
         if not options.kernel_zygote:

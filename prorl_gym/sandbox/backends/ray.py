@@ -48,6 +48,9 @@ class RayBackend:
         if spec.backend.inner.kind == "ray":
             raise ValueError("the ray backend's inner backend runs on a host: local or apptainer, not ray")
 
+    def can_fork(self, spec: SandboxSpec) -> bool:
+        return False  # not yet: a fork would have to be made on its parent's host
+
     def zygote_config(self, spec: SandboxSpec) -> None:
         return None  # hosts keep their own kernel zygotes
 

@@ -63,3 +63,29 @@ def test_swe_bench_rows_with_json_string_test_lists_are_accepted(client):
     }
     assert client.post("/seed_session", json=row).status_code == 200
     assert client.post("/release", json={}).json() == {"released": True}
+
+
+def test_shared_init_stages_a_task_once_and_scores_every_sample_as_unshared(client, serve_once):
+    """share_init: the samples of one task start from forks of one staged repository."""
+    shared = serve_once(SweResourcesServer, "swe", domain="coding", share_init=True)
+    row = EXAMPLE[0]
+    apply_gold = f"git apply <<'EOF'\n{row['patch']}EOF"
+    rewards = {}
+    for name, server in (("unshared", client), ("shared", shared)):
+        sessions = []
+        for _ in range(3):  # three samples of the task, all seeded before any is verified
+            server.cookies.clear()
+            assert server.post("/seed_session", json=row).status_code == 200
+            sessions.append(dict(server.cookies))
+        rewards[name] = []
+        for i, cookies in enumerate(sessions):
+            server.cookies.clear()
+            server.cookies.update(cookies)
+            state = server.post("/bash", json={"command": "pwd; git status --short; ls"}).json()["content"]
+            assert state.splitlines()[0] == "/workspace" and "M " not in state  # each starts clean
+            if i != 1:  # samples 0 and 2 fix the bug; sample 1 submits nothing
+                server.post("/bash", json={"command": apply_gold})
+            rewards[name].append(verify(server, row)["reward"])
+    assert rewards["shared"] == rewards["unshared"] == [1.0, 0.0, 1.0]
+    status = shared.get("/status").json()["shared_init"]
+    assert status["templates"] == 1 and status["forks"] == 3
