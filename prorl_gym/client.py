@@ -22,7 +22,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote
 
 import aiohttp
@@ -60,6 +60,14 @@ class Sampling(BaseModel):
     max_output_tokens: int | None = Field(None, ge=1)
 
 
+class ForkFrom(BaseModel):
+    """Start from turn `turn` of a finished job that ran with snapshots: its sandbox as it was then, its
+    transcript up to then (token ids included); only the turns after are sampled. `rows` stays empty."""
+
+    job_id: str
+    turn: int = Field(ge=1)
+
+
 class SubmitRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rows: list[Any]
@@ -69,6 +77,8 @@ class SubmitRequest(BaseModel):
     sampling: Sampling = Field(default_factory=Sampling)
     samples_per_row: int = Field(1, ge=1)
     stop_after: int | None = Field(None, ge=1)  # cancel the rest once this many usable results exist
+    snapshots: Literal["none", "every_turn"] | None = None  # every_turn: its jobs can be branched from
+    fork_from: ForkFrom | None = None  # branch: `samples_per_row` jobs go on from a turn of a finished job
 
 
 class StopAfter(BaseModel):
@@ -191,16 +201,31 @@ class ProRLClient:
         batch_id: str | None = None,
         environment: str | None = None,
         stop_after: int | None = None,
+        snapshots: Literal["none", "every_turn"] | None = None,
     ) -> Batch:
         """Hand over a batch; returns at once with the job ids. Idempotent for given batch or job ids."""
         request = SubmitRequest(
             rows=rows,
+            snapshots=snapshots,
             sampling=Sampling.model_validate(sampling or {}),
             samples_per_row=samples_per_row,
             job_ids=job_ids,
             batch_id=batch_id,
             environment=environment,
             stop_after=stop_after,
+        )
+        return await self._call("POST", "/jobs", Batch, request.model_dump(exclude_none=True))
+
+    async def branch(
+        self, job_id: str, turn: int, *, samples: int = 1, batch_id: str | None = None, snapshots: str | None = None
+    ) -> Batch:
+        """`samples` new jobs that go on from turn `turn` of a finished job (one run with snapshots)."""
+        request = SubmitRequest(
+            rows=[],
+            fork_from=ForkFrom(job_id=job_id, turn=turn),
+            samples_per_row=samples,
+            batch_id=batch_id,
+            snapshots=snapshots,
         )
         return await self._call("POST", "/jobs", Batch, request.model_dump(exclude_none=True))
 
@@ -264,6 +289,10 @@ class ProRLClient:
     async def stop_after(self, batch_id: str, k: int) -> CancelResult:
         """Cancel the rest of the batch once k usable results exist (at once if they already do)."""
         return await self._call("POST", f"/batches/{quote(batch_id, safe='')}/stop_after", CancelResult, {"k": k})
+
+    async def acknowledge(self, batch_id: str) -> BatchProgress:
+        """Done with a finished batch: the agent forgets it now, and releases its rollouts' snapshots."""
+        return await self._call("POST", f"/batches/{quote(batch_id, safe='')}/ack", BatchProgress)
 
     async def status(self) -> Status:
         return await self._call("GET", "/status", Status)

@@ -243,3 +243,29 @@ async def test_a_dead_policy_endpoint_is_a_policy_error_never_reward_zero(stack,
     late = await client.results((await client.submit(rows("gold", 1))).batch_id)
     assert late[0].failure.type == "policy_error"
     await no_sandboxes_left(stack)
+
+
+async def test_a_branch_goes_on_from_a_turn_with_the_sandbox_and_transcript_as_they_were(stack, client):
+    (row,) = rows("stateful", 1)
+    original_batch = await client.submit([row], snapshots="every_turn")
+    (original,) = await client.results(original_batch.batch_id)
+    assert original.reward == 1.0 and [s.turn for s in original.snapshots] == [1, 2, 3, 4]
+    after_turn_2 = original.snapshots[1]
+    branches = await client.branch(original.job_id, turn=2, samples=2)
+    records = await client.results(branches.batch_id)
+    prefix = original.response["output"][: after_turn_2.output_items]
+    for record in records:
+        assert record.reward == 1.0 and record.failure is None
+        assert record.branched_from.model_dump() == {"job_id": original.job_id, "turn": 2}
+        assert record.num_turns == original.num_turns and record.token_ids_contiguous is True
+        output = record.response["output"]
+        assert output[: len(prefix)] == prefix  # the policy saw exactly the original's first two turns
+        results = [item["output"] for item in output if item["type"] == "function_call_output"]
+        # turns 3 and 4 read what turns 1 and 2 left: a Python variable, a file, the shell's directory
+        assert results[2].strip() == row["expected_answer"] and results[3].strip() == "kept"
+    with pytest.raises(JobAPIError) as no_snapshot:
+        await client.branch(original.job_id, turn=9)
+    assert no_snapshot.value.status == 409 and "turns [1, 2, 3, 4]" in str(no_snapshot.value)
+    for batch in (original_batch, branches):  # done with them: their snapshots are released
+        await client.acknowledge(batch.batch_id)
+    await no_sandboxes_left(stack)

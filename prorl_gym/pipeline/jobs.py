@@ -42,10 +42,11 @@ from prorl_gym.client import (
     row_problem,
 )
 from prorl_gym.errors import ProrlError
+from prorl_gym.pipeline.branch import BranchError, branch_row
 from prorl_gym.pipeline.failures import Failure, FailureType
 from prorl_gym.pipeline.journal import Journal
 from prorl_gym.pipeline.metrics import percentile
-from prorl_gym.pipeline.records import RolloutRecord, failed_record
+from prorl_gym.pipeline.records import SNAPSHOTS_KEY, RolloutRecord, failed_record
 
 log = logging.getLogger(__name__)
 Rollout = Callable[[dict], Awaitable[RolloutRecord]]
@@ -98,6 +99,7 @@ class _Job:
     status: JobStatus = "running"
     cancel_reason: str | None = None
     runs: int = 1  # > 1: started again after an agent restart
+    snapshot_ids: list[str] = field(default_factory=list)  # its record's, released when it is forgotten
     started: float = field(default_factory=time.monotonic)
 
 
@@ -123,11 +125,13 @@ class JobManager:
         environments: tuple[str, ...] = (),
         stage_stats: Callable[[], dict] = dict,
         validate_row: Callable[[dict], Any] | None = None,
+        release_snapshots: Callable[[list[str]], Awaitable[None]] | None = None,
     ):
         self.limits = limits or JobLimits()
         self.journal = journal or Journal(None)
         self._rollout, self._on_restart, self._environments = rollout, on_restart, environments
         self._stage_stats, self._validate_row = stage_stats, validate_row
+        self._release_snapshots = release_snapshots  # of forgotten jobs' records (branches start from them)
         self._jobs: dict[str, _Job] = {}
         self._batches: dict[str, _Batch] = {}
         self._finished: OrderedDict[str, _Batch] = OrderedDict()  # finished batches, oldest first
@@ -209,9 +213,15 @@ class JobManager:
             raise JobError(
                 413, f"{n} jobs (rows x samples_per_row) exceed the limit of {lim.max_batch_jobs} per batch"
             )
+        if request.fork_from is not None:
+            if rows:
+                raise JobError(422, "a branch (fork_from) takes no rows: it continues the job's own")
+            rows, n = [await self._branch_row(request.fork_from.job_id, request.fork_from.turn)], samples
         if n == 0:
             raise JobError(422, "a batch needs at least one row")
         effective = self._effective_rows(rows, request.sampling.model_dump(exclude_none=True))
+        if request.snapshots is not None:
+            effective = [row | {SNAPSHOTS_KEY: request.snapshots} for row in effective]
         batch_id = request.batch_id or f"b-{uuid.uuid4().hex[:12]}"
         ids = request.job_ids or [f"{batch_id}/{i}/{s}" for i in range(len(rows)) for s in range(samples)]
         if len(ids) != n or len(set(ids)) != n or not all(0 < len(i) <= 256 for i in ids):
@@ -259,6 +269,15 @@ class JobManager:
         self._check_batch(batch)
         self._prune()
         return Batch(batch_id=batch_id, job_ids=ids, created=True, new_jobs=len(new))
+
+    async def _branch_row(self, job_id: str, turn: int) -> dict:
+        job = self._job(job_id)
+        stored = (await self.journal.records([job_id])).get(job_id) if job.status != "running" else None
+        record = RolloutRecord.model_validate_json(stored) if stored else None
+        try:
+            return branch_row(job_id, turn, await self.journal.row(job_id), record)
+        except BranchError as exc:
+            raise JobError(409, str(exc)) from None
 
     def _effective_rows(self, rows: list[Any], overrides: dict) -> list[dict]:
         """Each row with the sampling overrides applied; 422 listing every malformed row."""
@@ -335,6 +354,7 @@ class JobManager:
                 self._failures[failure.type.value] += 1
             if record.timings:
                 self._timings.append(record.timings)
+            job.snapshot_ids = [s.snapshot_id for s in record.snapshots]
             batches, text = list(job.batches), orjson.dumps(record.wire()).decode()
         else:  # a finished job joins another batch: its stored record gets an offset there too
             batches, text = placements_only, None
@@ -343,7 +363,7 @@ class JobManager:
             placements.append((batch.id, batch.reserved, batch.reserved + 1 == len(batch.job_ids)))
             batch.reserved += 1
         if text is not None:
-            await self.journal.finish_job(job.id, job.status, text, placements)
+            await self.journal.finish_job(job.id, job.status, text, placements, keep_row=bool(job.snapshot_ids))
         else:
             await self.journal.place_job(job.id, job.status, placements)
         for batch in batches:
@@ -503,7 +523,7 @@ class JobManager:
             self._forget(expired)
 
     def _forget(self, batches: list[_Batch]) -> None:
-        gone_jobs = []
+        gone: list[_Job] = []
         for batch in batches:
             del self._finished[batch.id], self._batches[batch.id]
             for job_id in batch.job_ids:
@@ -514,9 +534,15 @@ class JobManager:
                     job.batches.remove(batch)
                 if not job.batches and job.task is None:
                     del self._jobs[job_id]
-                    gone_jobs.append(job_id)
+                    gone.append(job)
+        snapshots = [s for job in gone for s in job.snapshot_ids]
         forget = asyncio.get_running_loop().create_task(
-            self.journal.forget_batches([b.id for b in batches], gone_jobs)
+            self._drop([b.id for b in batches], [job.id for job in gone], snapshots)
         )
         self._writes.add(forget)
         forget.add_done_callback(self._writes.discard)
+
+    async def _drop(self, batch_ids: list[str], job_ids: list[str], snapshot_ids: list[str]) -> None:
+        if snapshot_ids and self._release_snapshots is not None:
+            await self._release_snapshots(snapshot_ids)
+        await self.journal.forget_batches(batch_ids, job_ids)

@@ -176,14 +176,20 @@ class Journal:
         """These jobs are started again (after an agent restart)."""
         await self._call(self._write_many, "UPDATE jobs SET runs = runs + 1 WHERE id = ?", [(j,) for j in job_ids])
 
-    async def finish_job(self, job_id: str, status: str, record: str, placements: list[tuple[str, int, bool]]) -> None:
-        """The job's record (JSON) and its place in each batch: (batch id, offset, batch now done)."""
-        await self._call(self._finish_job, job_id, status, record, placements)
+    async def finish_job(
+        self, job_id: str, status: str, record: str, placements: list[tuple[str, int, bool]], keep_row: bool = False
+    ) -> None:
+        """The job's record (JSON) and its place in each batch: (batch id, offset, batch now done). Its row
+        is dropped unless `keep_row` (a rollout with snapshots: branches start from its row)."""
+        await self._call(self._finish_job, job_id, status, record, placements, keep_row)
 
-    def _finish_job(self, job_id: str, status: str, record: str, placements: list[tuple[str, int, bool]]) -> None:
+    def _finish_job(
+        self, job_id: str, status: str, record: str, placements: list[tuple[str, int, bool]], keep_row: bool
+    ) -> None:
         with self._db:
             self._db.execute(
-                "UPDATE jobs SET status = ?, record = ?, row = NULL WHERE id = ?", (status, record, job_id)
+                "UPDATE jobs SET status = ?, record = ?, row = CASE WHEN ? THEN row END WHERE id = ?",
+                (status, record, keep_row, job_id),
             )
             self._place(job_id, status, placements)
 

@@ -18,7 +18,23 @@ from pydantic import BaseModel, ConfigDict, Field
 from prorl_gym.pipeline.failures import Failure
 
 NG_FAILURE_CLASS_KEY = "_ng_failure_class"  # read by ng_collect_rollouts
+# Row keys of ours (set by the job API, or by a caller of /run): take snapshots, branch from one.
+SNAPSHOTS_KEY = "prorl_snapshots"  # "every_turn" | "none" (default: the agent's config)
+BRANCH_KEY = "prorl_branch"  # {job_id, turn, snapshot_id, output: the transcript's items up to that turn}
 JobStatus = Literal["running", "completed", "failed", "cancelled"]
+
+
+class TurnSnapshot(BaseModel):
+    """The sandbox as it was after a turn (taken with snapshots: every_turn), to branch from."""
+
+    turn: int = Field(description="policy calls before it (1: after the first turn's tool results)")
+    snapshot_id: str
+    output_items: int = Field(description="how many items of response.output the turns up to it produced")
+
+
+class BranchedFrom(BaseModel):
+    job_id: str
+    turn: int
 
 
 class RolloutRecord(BaseModel):
@@ -42,6 +58,8 @@ class RolloutRecord(BaseModel):
         None, description="every turn's prompt ids extend the tokens before (NeMo RL's rule); null without ids"
     )
     host: str | None = Field(None, description="where the rollout's sandbox ran (host or node)")
+    snapshots: list[TurnSnapshot] = Field(default_factory=list, description="with snapshots: every_turn")
+    branched_from: BranchedFrom | None = Field(None, description="a branch: the rollout and turn it continues")
     attempts: int = Field(1, description="how many times the rollout was run (infrastructure failures are retried)")
     attempt_failures: list[Failure] = Field(
         default_factory=list, description="the infrastructure failure of each earlier attempt, oldest first"

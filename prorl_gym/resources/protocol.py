@@ -21,3 +21,15 @@ class SeedSessionResponse(BaseSeedSessionResponse):
 class ToolsResponse(BaseModel):
     tools: list[dict[str, Any]]  # Responses-API function tools
     ends_rollout: list[str]  # names of the tools after whose call the rollout ends (e.g. submit)
+
+
+# A seed row with this field starts its sandbox from that snapshot instead of staging the task (a branch).
+SNAPSHOT_KEY = "prorl_snapshot_id"
+
+
+class SnapshotResponse(BaseModel):
+    snapshot_id: str  # of the session's sandbox as it is now: seed with SNAPSHOT_KEY to branch from it
+
+
+class ReleaseSnapshotsRequest(BaseModel):
+    snapshot_ids: list[str]

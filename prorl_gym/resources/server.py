@@ -34,9 +34,18 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.metrics import ServerMetrics
 from prorl_gym.pipeline.failures import Failure, FailureType, Stage
-from prorl_gym.resources.protocol import SANDBOX_ERROR, SANDBOX_LOST_ERROR, SeedSessionResponse, ToolsResponse
+from prorl_gym.resources.protocol import (
+    SANDBOX_ERROR,
+    SANDBOX_LOST_ERROR,
+    SNAPSHOT_KEY,
+    ReleaseSnapshotsRequest,
+    SeedSessionResponse,
+    SnapshotResponse,
+    ToolsResponse,
+)
 from prorl_gym.resources.sessions import SandboxSessions, UnknownSessionError
 from prorl_gym.resources.shared_init import SharedInit, default_init_key
+from prorl_gym.resources.snapshots import SnapshotStore, UnknownSnapshotError
 from prorl_gym.resources.tools import TOOLS, Tool, ToolResult
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxLostError, SandboxSpec
 from prorl_gym.supervise import supervised
@@ -61,6 +70,7 @@ class SandboxResourcesServerConfig(BaseResourcesServerConfig):
     share_init: bool = False
     share_init_ttl_s: float = 300.0  # a task's template is closed after this long without a new rollout
     share_init_max_templates: int = 64
+    snapshot_ttl_s: float = 3600.0  # a snapshot (to branch rollouts from) not released by then is released
 
 
 class SeedSessionRequest(BaseSeedSessionRequest):
@@ -154,6 +164,7 @@ class SandboxResourcesServer(SimpleResourcesServer):
             shared_init=SharedInit(c.share_init_ttl_s, c.share_init_max_templates)
             if (c := self.config).share_init
             else None,
+            snapshots=SnapshotStore(c.snapshot_ttl_s),
         )
         if self.config.verifier_workers:
             self._verifiers = VerifierPool(
@@ -163,6 +174,8 @@ class SandboxResourcesServer(SimpleResourcesServer):
         self._metrics.mount(app)
         app.get("/tools")(self.list_tools)
         app.post("/release")(self.release)
+        app.post("/snapshot")(self.snapshot)
+        app.post("/snapshots/release")(self.release_snapshots)
         app.get("/status")(self.status)
         app.post("/hosts/drain")(self.drain_host)
         for tool in self._tools:
@@ -255,6 +268,10 @@ class SandboxResourcesServer(SimpleResourcesServer):
     async def _seed_session(self, request: Request, body: SeedSessionRequest):
         session_id = request.session[SESSION_ID_KEY]
         try:
+            snapshot_id = (body.model_extra or {}).get(SNAPSHOT_KEY)
+            if snapshot_id is not None:  # a branch: the sandbox as it was at a turn of another rollout
+                sandbox = await self._sessions.create_branch(session_id, str(snapshot_id))
+                return SeedSessionResponse(sandbox_id=sandbox.id, host=sandbox.host)
             spec = await self.sandbox_spec(body)
             if self._sessions.shared_init is not None:
                 stage = lambda sandbox: self.stage_task(sandbox, body)  # noqa: E731
@@ -265,6 +282,8 @@ class SandboxResourcesServer(SimpleResourcesServer):
         except SandboxError as exc:
             await self._sessions.release(session_id)
             return error_response(503, sandbox_error_type(exc), str(exc))
+        except UnknownSnapshotError as exc:
+            return error_response(404, "unknown_snapshot", str(exc))
         except Exception as exc:
             await self._sessions.release(session_id)
             log.exception("staging the task failed")
@@ -282,6 +301,7 @@ class SandboxResourcesServer(SimpleResourcesServer):
         status = {"live_sandboxes": len(self._sessions), "hosts": await self._sessions.hosts()}
         if (shared := self._sessions.shared_init) is not None:
             status["shared_init"] = {"live_templates": len(shared), **shared.counts}
+        status["snapshots"] = {"live": len(self._sessions.snapshots), **self._sessions.snapshots.counts}
         return status
 
     async def drain_host(self, body: DrainRequest):
@@ -294,6 +314,19 @@ class SandboxResourcesServer(SimpleResourcesServer):
 
     async def release(self, request: Request) -> dict:
         return {"released": await self._sessions.release(request.session[SESSION_ID_KEY])}
+
+    async def snapshot(self, request: Request):
+        """Freeze the session's sandbox as it is now (between turns) for branches to start from."""
+        try:
+            sandbox = self._sessions.get(request.session[SESSION_ID_KEY])
+            return SnapshotResponse(snapshot_id=await self._sessions.snapshots.take(sandbox))
+        except UnknownSessionError as exc:
+            return error_response(409, "unknown_session", str(exc))
+        except SandboxError as exc:
+            return error_response(503, sandbox_error_type(exc), str(exc))
+
+    async def release_snapshots(self, body: ReleaseSnapshotsRequest) -> dict:
+        return {"released": await self._sessions.snapshots.release(body.snapshot_ids)}
 
     def _tool_route(self, tool: Tool):
         run = getattr(self, tool.run) if isinstance(tool.run, str) else tool.run

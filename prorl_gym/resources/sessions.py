@@ -20,6 +20,7 @@ from pathlib import Path
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.resources.shared_init import SharedInit
+from prorl_gym.resources.snapshots import SnapshotStore
 from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec, create_sandbox, get_backend
 from prorl_gym.sandbox.backends.base import SandboxFactory
@@ -42,8 +43,10 @@ class SandboxSessions:
         pool_size: int = 0,
         warm_kernels: bool = False,
         shared_init: SharedInit | None = None,
+        snapshots: SnapshotStore | None = None,
     ):
         self.spec = spec
+        self.snapshots = snapshots or SnapshotStore()
         self.idle_ttl_s = idle_ttl_s
         self.zygote = kernel_zygote_for(spec)
         self._prepare = _warm_up_kernel if warm_kernels else None  # every new sandbox, pooled or not
@@ -79,6 +82,7 @@ class SandboxSessions:
             await self.zygote.close()
         if self.shared_init:  # templates go once their last fork below is closed
             await self.shared_init.close()
+        await self.snapshots.close()
         sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
         self._last_used.clear()
         await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
@@ -142,6 +146,16 @@ class SandboxSessions:
             raise
         return self._register(session_id, sandbox)
 
+    async def create_branch(self, session_id: str, snapshot_id: str) -> Sandbox:
+        """A sandbox as another session's was when the snapshot was taken (snapshots.py)."""
+        await self.release(session_id)
+        try:
+            sandbox = await self.snapshots.branch(snapshot_id)
+        except SandboxError:
+            self.counts["start_failures"] += 1
+            raise
+        return self._register(session_id, sandbox)
+
     async def _new(self, spec: SandboxSpec | None) -> Sandbox:
         if spec is not None and spec != self.spec:
             return await create_sandbox(spec, zygote=self._zygote_for(spec))
@@ -194,6 +208,7 @@ class SandboxSessions:
                 await self.release(sid)
             if self.shared_init:
                 await self.shared_init.sweep()
+            await self.snapshots.sweep()
             await reap_stale(self.spec.root_dir)
 
 

@@ -38,7 +38,14 @@ from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.supervise import supervised
 from responses_api_agents.prorl_agent.loop import Limits
 from responses_api_agents.prorl_agent.metrics import AgentMetrics
-from responses_api_agents.prorl_agent.pipeline import Peers, Pipeline, RetryPolicy, RunRequest, transcript
+from responses_api_agents.prorl_agent.pipeline import (
+    Peers,
+    Pipeline,
+    RetryPolicy,
+    RunRequest,
+    SnapshotMode,
+    transcript,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +68,9 @@ class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
     pipeline: Literal["staged", "coupled"] = "staged"
     jobs: JobLimits = Field(default_factory=JobLimits)  # bounds of the job API
     journal: JournalConfig = Field(default_factory=JournalConfig)  # where the job API's state survives a restart
+    # every_turn: snapshot the sandbox after each turn, so that rollouts can branch from any turn (a row's
+    # `prorl_snapshots`, or a job batch's `snapshots`, decides for itself).
+    snapshots: SnapshotMode = "none"
 
     @field_validator("num_workers")
     @classmethod
@@ -91,7 +101,9 @@ class ProRLAgent(SimpleResponsesAPIAgent):
         self._pools = {stage: StagePool(stage, workers[stage], timeouts[stage]) for stage in Stage}
         self._peers = PeerClient(self.server_client)
         peers = Peers(self._peers, c.resources_server.name, c.model_server.name)
-        self._pipeline = Pipeline(peers, self._pools, c.limits, c.retry, c.release_timeout_s, coupled)
+        self._pipeline = Pipeline(
+            peers, self._pools, c.limits, c.retry, c.release_timeout_s, coupled, snapshots=c.snapshots
+        )
         self._jobs = JobManager(
             self.rollout,
             c.jobs,
@@ -100,6 +112,7 @@ class ProRLAgent(SimpleResponsesAPIAgent):
             environments=(c.resources_server.name, c.name),
             validate_row=RunRequest.model_validate,
             stage_stats=lambda: {stage.value: pool.stats() for stage, pool in self._pools.items()},
+            release_snapshots=self._pipeline.release_snapshots,
         )
         self._metrics = AgentMetrics(self._jobs)
         self._pipeline.on_attempt = self._metrics.attempt

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import aiohttp
@@ -66,6 +67,7 @@ class AgentLoop:
     stats: LoopStats = field(default_factory=LoopStats)
     last_response: NeMoGymResponse | None = None
     model_cookies: dict[str, str] = field(default_factory=dict)
+    on_turn: Callable[[int], Awaitable[None]] | None = None  # after each turn the rollout goes on from
 
     @property
     def tool_names(self) -> set[str]:
@@ -98,6 +100,8 @@ class AgentLoop:
             raise Finished("max_turns")
         if self.limits.max_output_tokens and self.stats.output_tokens >= self.limits.max_output_tokens:
             raise Finished("max_output_tokens")
+        if self.on_turn is not None:
+            await self.on_turn(self.stats.turns)
 
     async def query(self) -> NeMoGymResponse:
         update: dict = {"input": list(self.params.input) + self.outputs}

@@ -24,18 +24,25 @@ import traceback
 from collections.abc import Callable
 from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 from nemo_gym.base_resources_server import BaseRunRequest
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from prorl_gym.pipeline.failures import Failure, FailureType, RolloutFailure, Stage
-from prorl_gym.pipeline.records import NG_FAILURE_CLASS_KEY, RolloutRecord
+from prorl_gym.pipeline.records import (
+    BRANCH_KEY,
+    NG_FAILURE_CLASS_KEY,
+    SNAPSHOTS_KEY,
+    BranchedFrom,
+    RolloutRecord,
+    TurnSnapshot,
+)
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.pipeline.tokens import token_ids_contiguous
-from prorl_gym.resources.protocol import SANDBOX_LOST_ERROR, ToolsResponse
+from prorl_gym.resources.protocol import SANDBOX_LOST_ERROR, SNAPSHOT_KEY, ToolsResponse
 from responses_api_agents.prorl_agent.loop import AgentLoop, Limits
 
 log = logging.getLogger(__name__)
@@ -51,6 +58,19 @@ def _error_type(payload: bytes) -> str | None:
 
 class RunRequest(BaseRunRequest):
     model_config = ConfigDict(extra="allow")
+
+
+class Branch(BaseModel):
+    """A row's BRANCH_KEY: continue a finished rollout from its snapshot after `turn`."""
+
+    job_id: str
+    turn: int = Field(ge=1)
+    snapshot_id: str
+    output: list[dict[str, Any]]  # the transcript's items up to that turn, token ids included
+
+
+OUTPUT_ITEMS = TypeAdapter(NeMoGymResponse.model_fields["output"].annotation)
+SnapshotMode = Literal["none", "every_turn"]
 
 
 class RetryPolicy(BaseModel):
@@ -77,6 +97,7 @@ class _Attempt:
     loop: AgentLoop | None = None
     verified: dict | None = None
     host: str | None = None
+    snapshots: list[TurnSnapshot] = field(default_factory=list)
 
 
 class Pipeline:
@@ -88,8 +109,10 @@ class Pipeline:
         retry: RetryPolicy,
         release_timeout_s: float,
         coupled: asyncio.Semaphore | None = None,
+        snapshots: SnapshotMode = "none",
     ):
         self.peers, self.pools, self.limits, self.retry = peers, pools, limits, retry
+        self.snapshots = snapshots  # for rows that do not say (SNAPSHOTS_KEY)
         self.release_timeout_s = release_timeout_s
         self._coupled = coupled  # one slot per rollout for all stages: the benchmark baseline
         self._tools: ToolsResponse | None = None
@@ -109,23 +132,31 @@ class Pipeline:
                 if failure is None or not failure.infra or attempt == self.retry.max_attempts:
                     break
                 earlier.append(failure)
+                await self.release_snapshots([s.snapshot_id for s in record.snapshots])  # of a discarded attempt
                 log.warning("attempt %d failed (%s, infrastructure): running the rollout again", attempt, failure.type)
                 await asyncio.sleep(self.retry.backoff_s * 2 ** (attempt - 1))
         return record.model_copy(update={"attempts": attempt, "attempt_failures": earlier})
 
     async def _attempt(self, row: dict, a: _Attempt, started: float) -> RolloutRecord:
-        stage, failure = Stage.INIT, None
+        stage, failure, branch = Stage.INIT, None, None
+        task_row = {k: v for k, v in row.items() if k not in (BRANCH_KEY, SNAPSHOTS_KEY)}
         try:
-            params = RunRequest.model_validate(row).responses_create_params
-            tools = await self.pools[Stage.INIT].run(lambda: self._init(row, a), a.timings)
+            params = RunRequest.model_validate(task_row).responses_create_params
+            seed_row = task_row
+            if row.get(BRANCH_KEY) is not None:  # INIT is a fork of the snapshot the branch starts from
+                branch = Branch.model_validate(row[BRANCH_KEY])
+                seed_row = task_row | {SNAPSHOT_KEY: branch.snapshot_id}
+            tools = await self.pools[Stage.INIT].run(lambda: self._init(seed_row, a), a.timings)
             stage = Stage.RUN
-            a.loop = self.new_loop(params, tools, a.cookies)
+            a.loop = self.new_loop(params, tools, a.cookies, branch)
+            if row.get(SNAPSHOTS_KEY, self.snapshots) == "every_turn":
+                a.loop.on_turn = lambda turn: self._snapshot(a, turn)
             stop_reason = await self.pools[Stage.RUN].run(a.loop.run, a.timings)
             stage = Stage.EVAL
-            a.verified = await self.pools[Stage.EVAL].run(lambda: self._eval(row, a, stop_reason), a.timings)
+            a.verified = await self.pools[Stage.EVAL].run(lambda: self._eval(task_row, a, stop_reason), a.timings)
         except RolloutFailure as exc:
             failure = exc.failure
-        except ValidationError as exc:  # a row without usable responses_create_params
+        except ValidationError as exc:  # a row without usable responses_create_params (or branch)
             failure = Failure(stage=Stage.INIT, type=FailureType.INIT_ERROR, message=f"malformed row: {exc}")
         except asyncio.CancelledError:
             raise
@@ -137,7 +168,10 @@ class Pipeline:
             if a.verified is None:  # /verify closes the sandbox; on any other path release it here
                 await asyncio.shield(self._release(a.cookies))
         a.timings["total_s"] = time.perf_counter() - started
-        return self._record(row, a, failure)
+        record = self._record(task_row, a, failure)
+        if branch is not None:
+            record.branched_from = BranchedFrom(job_id=branch.job_id, turn=branch.turn)
+        return record
 
     # ------------------------------------------------------------------ INIT
 
@@ -173,10 +207,16 @@ class Pipeline:
 
     # ------------------------------------------------------------------ RUN
 
-    def new_loop(self, params: NeMoGymResponseCreateParamsNonStreaming, tools: ToolsResponse, cookies: dict):
+    def new_loop(
+        self,
+        params: NeMoGymResponseCreateParamsNonStreaming,
+        tools: ToolsResponse,
+        cookies: dict,
+        branch: Branch | None = None,
+    ):
         if not params.tools:  # a row may bring its own tools; otherwise the server's
             params = params.model_copy(update={"tools": tools.tools})
-        return AgentLoop(
+        loop = AgentLoop(
             client=self.peers.client,
             model_server=self.peers.model_server,
             resources_server=self.peers.resources_server,
@@ -185,6 +225,31 @@ class Pipeline:
             resources_cookies=cookies,
             finish_tools=frozenset(tools.ends_rollout),
         )
+        if branch is not None:  # the policy sees the same prefix, token ids and all, and goes on from it
+            loop.outputs = OUTPUT_ITEMS.validate_python(branch.output)
+            loop.stats.turns = branch.turn
+        return loop
+
+    async def _snapshot(self, a: _Attempt, turn: int) -> None:
+        """The sandbox as it is after this turn, for branches (a failed snapshot costs the rollout nothing)."""
+        started = time.perf_counter()
+        status, payload = await self._call(Stage.RUN, FailureType.TOOL_ERROR, "/snapshot", {}, a.cookies)
+        a.timings["snapshot_s"] = a.timings.get("snapshot_s", 0.0) + time.perf_counter() - started
+        if status != 200:
+            log.warning("no snapshot after turn %d: /snapshot returned %d: %r", turn, status, payload[:500])
+            return
+        snapshot_id = json.loads(payload)["snapshot_id"]
+        a.snapshots.append(TurnSnapshot(turn=turn, snapshot_id=snapshot_id, output_items=len(a.loop.outputs)))
+
+    async def release_snapshots(self, snapshot_ids: list[str]) -> None:
+        if not snapshot_ids:
+            return
+        try:
+            async with asyncio.timeout(self.release_timeout_s):
+                body = {"snapshot_ids": snapshot_ids}
+                await self._call(Stage.EVAL, FailureType.EVAL_ERROR, "/snapshots/release", body, {})
+        except Exception:
+            log.warning("could not release snapshots; the resources server will expire them", exc_info=True)
 
     # ------------------------------------------------------------------ EVAL
 
@@ -242,6 +307,7 @@ class Pipeline:
                 "malformed_tool_calls": stats.malformed_tool_calls if stats else 0,
                 "token_ids_contiguous": token_ids_contiguous(fields["response"].get("output", [])),
                 "host": a.host,
+                "snapshots": a.snapshots,
             }
         )
 

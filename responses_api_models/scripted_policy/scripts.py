@@ -7,6 +7,8 @@ A script is a list of steps; step k is the assistant's k-th turn. Modes:
   wrong      the same actions, then a wrong answer
   malformed  broken tool calls first (invalid JSON, unknown tool, bad arguments), then the
              correct answer: exercises the agent's recovery path
+  stateful   the gold actions spread over turns that use what earlier turns left in the sandbox
+             (environments without such a script play gold): exercises snapshots and branches
 Each environment records its own actions in `resources_servers/<env>/scripted.py`
 (`script(row, mode, tool_calls) -> list[Step]`), chosen by the row's task_id prefix
 ("math/..."): one home per environment.
@@ -18,7 +20,7 @@ import importlib
 import json
 from dataclasses import dataclass, field
 
-MODES = ("gold", "wrong", "malformed")
+MODES = ("gold", "wrong", "malformed", "stateful")
 
 
 @dataclass
