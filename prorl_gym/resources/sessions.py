@@ -24,6 +24,7 @@ from prorl_gym.resources.snapshots import SnapshotStore
 from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec, create_sandbox, get_backend
 from prorl_gym.sandbox.backends.base import SandboxFactory
+from prorl_gym.sandbox.fork import staging_spec
 from prorl_gym.sandbox.leases import reap_stale
 from prorl_gym.sandbox.owner import short_hostname
 from prorl_gym.sandbox.pool import SandboxPool
@@ -132,10 +133,10 @@ class SandboxSessions:
         await self.release(session_id)
 
         async def make_template():
-            staging = await create_sandbox(spec, zygote=self._zygote_for(spec))
+            staging = await create_sandbox(staging_spec(spec), zygote=self._zygote_for(spec))
             try:
                 await stage(staging)
-                return await staging.freeze()
+                return await staging.freeze(consume=True)  # its files become the template's, uncopied
             finally:
                 await staging.close()
 

@@ -21,6 +21,10 @@ What a fork carries over, and how:
               that cannot be pickled (open files, sockets, threads, generators).
 A template is read-only to its forks and outlives none of them: it is removed when it is closed
 and its last fork is. It has a lease like a sandbox, so a killed server's templates are reaped.
+
+A sandbox made only to be frozen (a task staged once for a group: `staging_spec`) writes to disk
+through an overlay over nothing; `freeze(consume=True)` closes it and takes its writes as the
+template's files with two renames, whatever their size. The host never reads those files.
 """
 
 from __future__ import annotations
@@ -28,12 +32,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import hashlib
 import json
 import logging
 import os
 import secrets
 import shutil
 import tarfile
+import tempfile
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +48,7 @@ from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap
 from prorl_gym.sandbox.backends.base import get_backend, private_dir_of
 from prorl_gym.sandbox.errors import SandboxError
 from prorl_gym.sandbox.leases import lease_for, remove_lease, write_lease
+from prorl_gym.sandbox.spec import SandboxSpec
 
 if TYPE_CHECKING:
     from prorl_gym.sandbox.sandbox import Sandbox
@@ -186,26 +194,63 @@ def _remove(root_dir: str, template_id: str, directory: Path) -> None:
     remove_lease(root_dir, template_id)
 
 
-async def freeze(sandbox: Sandbox, timeout: float = 60.0) -> Template:
-    """Freeze a sandbox's current state into a template; the sandbox itself goes on unchanged."""
+_BASE_LOCK = threading.Lock()
+
+
+def staging_spec(spec: SandboxSpec) -> SandboxSpec:
+    """A sandbox to stage a task in and then `freeze(consume=True)`: an overlay over nothing."""
+    return spec.model_copy(update={"template_dir": str(_empty_base(spec.root_dir, spec.workspace))})
+
+
+def _empty_base_path(root_dir: str, workspace: str) -> Path:
+    return Path(root_dir) / (".fork-base-" + hashlib.sha256(workspace.encode()).hexdigest()[:12])
+
+
+def _empty_base(root_dir: str, workspace: str) -> Path:
+    """<root>/.fork-base-<workspace digest>/: empty /tmp and workspace, read-only to sandboxes."""
+    base = _empty_base_path(root_dir, workspace)
+    name = base.name
+    with _BASE_LOCK:
+        if not base.is_dir():
+            building = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root_dir))
+            _make_dirs(building / "files", workspace)
+            os.chmod(building, 0o755)
+            try:
+                building.rename(base)
+            except OSError:  # another server made it first
+                shutil.rmtree(building, ignore_errors=True)
+    return base / "files"
+
+
+async def freeze(sandbox: Sandbox, timeout: float = 60.0, consume: bool = False) -> Template:
+    """Freeze a sandbox's current state into a template; the sandbox itself goes on unchanged, or,
+    with `consume` and a sandbox made with `staging_spec`, is closed and gives its files."""
     if not get_backend(sandbox.spec).can_fork(sandbox.spec):
         raise SandboxForkError(f"sandbox {sandbox.id}: its backend ({sandbox.spec.backend.kind}) cannot fork")
     template_id = f"tpl-{secrets.token_hex(6)}"
     directory = private_dir_of(sandbox.spec, template_id)
     # A lease first, as for a sandbox: a server killed from here on leaves nothing unaccounted.
     await asyncio.to_thread(write_lease, sandbox.spec.root_dir, lease_for(template_id, sandbox.spec))
+    files = directory / "files"
+    base = _empty_base_path(sandbox.spec.root_dir, sandbox.spec.workspace) / "files"
+    consume = consume and sandbox.spec.template_dir == str(base)
     try:
         dropped, python_state = await _capture_state(sandbox, timeout)
-        files = directory / "files"
+        if consume:  # its writes on disk become the template's files
+            sandbox.placement.keep_writes(files)
+            await sandbox.close()
+        else:
+            await asyncio.to_thread(_make_dirs, files, sandbox.spec.workspace)
+            await _copy_files(sandbox, files, timeout)
         await asyncio.to_thread(_make_dirs, files, sandbox.spec.workspace)
-        await _copy_files(sandbox, files, timeout)
         await asyncio.to_thread(_drop_mount_points, files, sandbox.placement.private_dir)
     except BaseException:
         await asyncio.shield(asyncio.to_thread(_remove, sandbox.spec.root_dir, template_id, directory))
         raise
     finally:  # the parent is left as it was
-        with contextlib.suppress(Exception):
-            await sandbox.bash(f"rm -rf {STATE_DIR}", timeout)
+        if not sandbox.closed:
+            with contextlib.suppress(Exception):
+                await sandbox.bash(f"rm -rf {STATE_DIR}", timeout)
     return Template(sandbox, template_id, directory, python_state, dropped)
 
 
@@ -227,7 +272,7 @@ async def _capture_state(sandbox: Sandbox, timeout: float) -> tuple[list[str], b
 
 def _make_dirs(files: Path, workspace: str) -> None:
     for path in ("/tmp", workspace):
-        (files / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        (files / path.lstrip("/")).mkdir(mode=0o755, parents=True, exist_ok=True)
     os.chmod(files.parent, 0o711)
     os.chmod(files, 0o755)
 

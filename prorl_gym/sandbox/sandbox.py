@@ -114,10 +114,11 @@ class Sandbox:
         async with await self.freeze() as template:
             return await template.spawn(n)
 
-    async def freeze(self) -> Template:
-        """This sandbox's state as a template to spawn forks from, as often as needed."""
+    async def freeze(self, consume: bool = False) -> Template:
+        """This sandbox's state as a template to spawn forks from, as often as needed. consume: a
+        sandbox made with fork.staging_spec is closed and its files become the template's (no copy)."""
         self._check_open()
-        return await freeze(self, self.spec.start_timeout_s + self.spec.command_timeout_s)
+        return await freeze(self, self.spec.start_timeout_s + self.spec.command_timeout_s, consume)
 
     async def __aenter__(self) -> Sandbox:
         return self

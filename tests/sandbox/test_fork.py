@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.sandbox import create_sandbox
-from prorl_gym.sandbox.fork import SandboxForkError
+from prorl_gym.sandbox.fork import SandboxForkError, staging_spec
 from prorl_gym.sandbox.leases import read_leases
 
 
@@ -122,3 +122,19 @@ async def test_an_unisolated_sandbox_refuses_to_fork_with_a_typed_error(sandbox_
         with pytest.raises(SandboxForkError, match="cannot fork"):
             await sandbox.fork(1)
     assert not [p for p in Path(spec.root_dir).iterdir() if p.name.startswith("tpl-")]
+
+
+async def test_a_staging_sandbox_gives_its_files_to_the_template_without_a_copy(sandbox_spec):
+    staging = await create_sandbox(staging_spec(sandbox_spec))
+    await staging.bash("mkdir -p repo && cd repo && seq 1 5000 > data && export STAGED=1")
+    template = await staging.freeze(consume=True)
+    assert staging.closed and not Path(staging.placement.private_dir).exists()
+    assert (template.directory / "files" / "workspace" / "repo" / "data").stat().st_size > 0
+    forks = await template.spawn(2)
+    try:
+        await forks[0].bash("echo changed > data")
+        assert (await forks[1].bash("pwd; echo $STAGED; head -1 data")).output.split() == ["/workspace/repo", "1", "1"]
+    finally:
+        await template.close()
+        await asyncio.gather(*(f.close() for f in forks))
+    assert not template.directory.exists()

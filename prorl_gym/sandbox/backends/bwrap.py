@@ -255,6 +255,7 @@ class BwrapPlacement:
         self.instance: str | None = None  # the holder's pids identify it
         self._userns_fd = -1
         self._nsenter: list[str] = []
+        self._keep_writes_to: Path | None = None
         self._closed = False
 
     @property
@@ -357,6 +358,12 @@ class BwrapPlacement:
         env.update(self._spec.env)
         return env
 
+    def keep_writes(self, destination: Path) -> None:
+        """At close, once nothing of the sandbox runs, move a fork's writes (its overlay upper dirs)
+        to destination/tmp and destination/<workspace> instead of removing them: freezing a sandbox
+        that staged a task over nothing then costs two renames, not a copy (sandbox/fork.py)."""
+        self._keep_writes_to = destination
+
     async def close(self) -> bool:
         """Killing pid 1 ends every process of the sandbox; its tmpfs goes with its mounts."""
         if self._closed:
@@ -376,6 +383,11 @@ class BwrapPlacement:
         if self._userns_fd >= 0:
             os.close(self._userns_fd)
             self._userns_fd = -1
+        if self._keep_writes_to is not None and self._spec.template_dir is not None:
+            for path in ("/tmp", self._spec.workspace):
+                target = self._keep_writes_to / path.lstrip("/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(overlay_dirs(self.private_dir, path)[0], target)
         await asyncio.to_thread(shutil.rmtree, self.private_dir, True)
         return True
 
