@@ -23,7 +23,7 @@ A template is read-only to its forks and outlives none of them: it is removed wh
 and its last fork is. It has a lease like a sandbox, so a killed server's templates are reaped.
 
 A sandbox made only to be frozen (a task staged once for a group: `staging_spec`) writes to disk
-through an overlay over nothing; `freeze(consume=True)` closes it and takes its writes as the
+through an overlay over an empty base; `freeze(consume=True)` closes it and takes its writes as the
 template's files with two renames, whatever their size. The host never reads those files.
 """
 
@@ -32,15 +32,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
-import hashlib
 import json
 import logging
 import os
 import secrets
 import shutil
 import tarfile
-import tempfile
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -138,7 +135,7 @@ class Template:
     def __init__(self, parent: Sandbox, template_id: str, directory: Path, python_state: bool, dropped: list[str]):
         self.id = template_id
         self.directory = directory
-        self.spec = parent.spec.model_copy(update={"template_dir": str(directory / "files")})
+        self.spec = parent.spec.model_copy(update={"template_dir": str(directory / "files"), "staging": False})
         self.python_state = python_state
         self.dropped = dropped  # Python names that could not be carried over
         self._zygote = parent._zygote
@@ -146,13 +143,14 @@ class Template:
         self._forks: set[str] = set()
         self._closed = False
 
-    async def spawn(self, n: int = 1) -> list[Sandbox]:
-        """n sandboxes starting from this template; all start or none (the started are closed)."""
+    async def spawn(self, n: int = 1, ids: list[str] | None = None) -> list[Sandbox]:
+        """n sandboxes starting from this template (with these ids, if given); all start or none
+        (the started are closed)."""
         from prorl_gym.sandbox.sandbox import create_sandbox
 
         if self._closed:
             raise SandboxForkError(f"template {self.id} is closed")
-        ids = [secrets.token_hex(6) for _ in range(n)]
+        ids = list(ids) if ids is not None else [secrets.token_hex(6) for _ in range(n)]
         self._forks.update(ids)  # held from now: a fork that fails to start releases its own
         started = await asyncio.gather(
             *(create_sandbox(self.spec, i, self._zygote, on_close=self._fork_closed) for i in ids),
@@ -194,32 +192,9 @@ def _remove(root_dir: str, template_id: str, directory: Path) -> None:
     remove_lease(root_dir, template_id)
 
 
-_BASE_LOCK = threading.Lock()
-
-
 def staging_spec(spec: SandboxSpec) -> SandboxSpec:
     """A sandbox to stage a task in and then `freeze(consume=True)`: an overlay over nothing."""
-    return spec.model_copy(update={"template_dir": str(_empty_base(spec.root_dir, spec.workspace))})
-
-
-def _empty_base_path(root_dir: str, workspace: str) -> Path:
-    return Path(root_dir) / (".fork-base-" + hashlib.sha256(workspace.encode()).hexdigest()[:12])
-
-
-def _empty_base(root_dir: str, workspace: str) -> Path:
-    """<root>/.fork-base-<workspace digest>/: empty /tmp and workspace, read-only to sandboxes."""
-    base = _empty_base_path(root_dir, workspace)
-    name = base.name
-    with _BASE_LOCK:
-        if not base.is_dir():
-            building = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=root_dir))
-            _make_dirs(building / "files", workspace)
-            os.chmod(building, 0o755)
-            try:
-                building.rename(base)
-            except OSError:  # another server made it first
-                shutil.rmtree(building, ignore_errors=True)
-    return base / "files"
+    return spec.model_copy(update={"staging": True, "template_dir": None})
 
 
 async def freeze(sandbox: Sandbox, timeout: float = 60.0, consume: bool = False) -> Template:
@@ -232,8 +207,7 @@ async def freeze(sandbox: Sandbox, timeout: float = 60.0, consume: bool = False)
     # A lease first, as for a sandbox: a server killed from here on leaves nothing unaccounted.
     await asyncio.to_thread(write_lease, sandbox.spec.root_dir, lease_for(template_id, sandbox.spec))
     files = directory / "files"
-    base = _empty_base_path(sandbox.spec.root_dir, sandbox.spec.workspace) / "files"
-    consume = consume and sandbox.spec.template_dir == str(base)
+    consume = consume and sandbox.spec.staging
     try:
         dropped, python_state = await _capture_state(sandbox, timeout)
         if consume:  # its writes on disk become the template's files

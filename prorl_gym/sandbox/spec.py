@@ -98,9 +98,11 @@ class SandboxSpec(BaseModel):
     python_timeout_s: float = 30.0
     interrupt_grace_s: float = 1.0
     start_timeout_s: float = 30.0
-    # Set on a fork (see fork.py), not in config: a frozen copy of another sandbox's files (<dir>/<workspace>,
-    # <dir>/tmp) that this one starts from, copy-on-write.
+    # Set by fork.py, not in config. template_dir: a frozen copy of another sandbox's files (<dir>/<workspace>,
+    # <dir>/tmp) that this one starts from, copy-on-write. staging: made to be frozen whole (its writes
+    # go to disk through an overlay over nothing, and become the template's files without a copy).
     template_dir: str | None = None
+    staging: bool = False
     kernel_python: str = Field(
         default_factory=default_python, description="Interpreter inside the sandbox with ipykernel."
     )

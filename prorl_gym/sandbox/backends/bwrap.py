@@ -222,11 +222,39 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int, e
 def scratch_mount(spec: SandboxSpec, private_dir: Path, path: str, size: int) -> list[str]:
     """A writable directory of the sandbox: a size-capped tmpfs; in a fork, the template's files
     under a copy-on-write overlay whose writes go to the fork's private dir (on the host's disk:
-    the size cap is not enforced there, RLIMIT_FSIZE still is)."""
-    if spec.template_dir is None:
+    the size cap is not enforced there, RLIMIT_FSIZE still is); in a staging sandbox, the same
+    over nothing."""
+    if (lower := lower_dir(spec)) is None:
         return ["--size", str(size), "--tmpfs", path]
     upper, work = overlay_dirs(private_dir, path)
-    return ["--overlay-src", f"{spec.template_dir}{path}", "--overlay", str(upper), str(work), path]
+    return ["--overlay-src", f"{lower}{path}", "--overlay", str(upper), str(work), path]
+
+
+def lower_dir(spec: SandboxSpec) -> str | None:
+    """What a sandbox's /tmp and workspace start from: its template's files, the empty base of a
+    staging sandbox (made on this node on first use), or nothing (tmpfs)."""
+    if spec.template_dir is not None:
+        return spec.template_dir
+    return str(empty_base(spec.root_dir, spec.workspace)) if spec.staging else None
+
+
+_BASE_LOCK = threading.Lock()
+
+
+def empty_base(root_dir: str, workspace: str) -> Path:
+    """<root>/.fork-base-<workspace digest>/files: empty /tmp and workspace, read-only to sandboxes."""
+    base = Path(root_dir) / (".fork-base-" + hashlib.sha256(workspace.encode()).hexdigest()[:12])
+    with _BASE_LOCK:
+        if not base.is_dir():
+            building = Path(tempfile.mkdtemp(prefix=f"{base.name}-", dir=root_dir))
+            for path in ("/tmp", workspace):
+                (building / "files" / path.lstrip("/")).mkdir(mode=0o755, parents=True)
+            os.chmod(building, 0o755)
+            try:
+                building.rename(base)
+            except OSError:  # another server made it first
+                shutil.rmtree(building, ignore_errors=True)
+    return base / "files"
 
 
 def overlay_dirs(private_dir: Path, path: str) -> tuple[Path, Path]:
@@ -277,13 +305,15 @@ class BwrapPlacement:
         for directory in (self.socket_dir, self.control_dir):
             directory.mkdir(parents=True, exist_ok=True)
             os.chmod(directory, 0o755)  # owned by us: the sandbox reads, never writes
-        if spec.template_dir is not None:  # a fork: its writes go to host dirs of its own uid
+        if spec.template_dir is not None or spec.staging:  # writes go to host dirs of its own uid
             for path in ("/tmp", spec.workspace):
                 for directory in overlay_dirs(self.private_dir, path):
                     directory.mkdir(parents=True, exist_ok=True)
                     if self.sandbox_uid is not None:
                         os.chown(directory, self.sandbox_uid, self.sandbox_uid)
         etc_dir = await asyncio.to_thread(shared_etc, spec)
+        if spec.staging:  # its empty base exists on this node before bwrap mounts it
+            await asyncio.to_thread(empty_base, spec.root_dir, spec.workspace)
         info_r, info_w = _pipe(inheritable=True)  # bwrap writes the child pid here
         ready_r, ready_w = _pipe(inheritable=False)  # becomes fd 3 of the child
         argv = unprivileged_prefix(spec) + bwrap_argv(self._bwrap, spec, self.private_dir, info_w, etc_dir)
@@ -383,7 +413,7 @@ class BwrapPlacement:
         if self._userns_fd >= 0:
             os.close(self._userns_fd)
             self._userns_fd = -1
-        if self._keep_writes_to is not None and self._spec.template_dir is not None:
+        if self._keep_writes_to is not None and (self._spec.template_dir is not None or self._spec.staging):
             for path in ("/tmp", self._spec.workspace):
                 target = self._keep_writes_to / path.lstrip("/")
                 target.parent.mkdir(parents=True, exist_ok=True)

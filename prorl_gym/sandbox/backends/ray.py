@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, SerializeAsAny
 
+from prorl_gym.sandbox.backends.base import backend_class
 from prorl_gym.sandbox.spec import BackendOptions, SandboxSpec, _backend_options
 
 
@@ -49,7 +50,9 @@ class RayBackend:
             raise ValueError("the ray backend's inner backend runs on a host: local or apptainer, not ray")
 
     def can_fork(self, spec: SandboxSpec) -> bool:
-        return False  # not yet: a fork would have to be made on its parent's host
+        """As its inner backend: forks are made on their parent's host."""
+        inner = spec.model_copy(update={"backend": spec.backend.inner})
+        return backend_class(inner.backend.kind)().can_fork(inner)
 
     def zygote_config(self, spec: SandboxSpec) -> None:
         return None  # hosts keep their own kernel zygotes

@@ -24,6 +24,7 @@ from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.runtime.zygote import KernelZygote, ZygoteConfig
 from prorl_gym.sandbox.backends.base import get_backend
 from prorl_gym.sandbox.errors import SandboxClosedError, SandboxStartError
+from prorl_gym.sandbox.fork import SandboxForkError, Template
 from prorl_gym.sandbox.leases import reap_stale
 from prorl_gym.sandbox.sandbox import Sandbox, create_sandbox
 from prorl_gym.sandbox.spec import SandboxSpec
@@ -53,6 +54,7 @@ class SandboxHost:
         self.draining = False
         self.counts: Counter[str] = Counter()
         self._sandboxes: dict[str, Sandbox] = {}
+        self._templates: dict[str, Template] = {}  # frozen sandboxes of this node, to fork from
         self._zygotes: dict[ZygoteConfig, KernelZygote] = {}
         self._zygote_lock = asyncio.Lock()
         self._roots: set[str] = set()
@@ -75,6 +77,8 @@ class SandboxHost:
         if self._reaper:
             self._reaper.cancel()
         sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
+        templates, self._templates = list(self._templates.values()), {}
+        await asyncio.gather(*(t.close() for t in templates), return_exceptions=True)  # go with their forks
         await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
         await asyncio.gather(*(z.close() for z in self._zygotes.values()), return_exceptions=True)
         for root in list(self._roots):  # what a lost host on this node left since the last sweep
@@ -118,14 +122,40 @@ class SandboxHost:
         except BaseException:
             self.counts["start_failures"] += 1
             raise
-        self._sandboxes[sandbox_id] = sandbox
-        self.counts["started"] += 1
         if (key := locality_key(spec)) is not None:
             self._recent[key] = None
             self._recent.move_to_end(key)
             while len(self._recent) > LOCALITY_KEYS:
                 self._recent.popitem(last=False)
+        return self._serve(sandbox)
+
+    def _serve(self, sandbox: Sandbox) -> dict[str, Any]:
+        self._sandboxes[sandbox.id] = sandbox
+        self.counts["started"] += 1
         return {"host": self.node, "workspace": sandbox.workspace, "own_pid_namespace": sandbox.own_pid_namespace}
+
+    # ------------------------------------------------------------------ fork (sandbox/fork.py), on this node
+
+    async def freeze(self, sandbox_id: str, consume: bool) -> dict[str, Any]:
+        sandbox = self._get(sandbox_id)
+        template = await sandbox.freeze(consume)
+        if consume:  # closed by the freeze: its files are the template's now
+            self._sandboxes.pop(sandbox_id, None)
+            self.counts["closed"] += 1
+        self._templates[template.id] = template
+        return {"template_id": template.id, "dropped": template.dropped}
+
+    async def spawn(self, template_id: str, sandbox_ids: list[str]) -> list[dict[str, Any]]:
+        try:
+            template = self._templates[template_id]
+        except KeyError:
+            raise SandboxForkError(f"no template {template_id} on host {self.name} (closed)") from None
+        forks = await template.spawn(len(sandbox_ids), ids=sandbox_ids)
+        return [self._serve(fork) for fork in forks]
+
+    async def close_template(self, template_id: str) -> None:
+        if (template := self._templates.pop(template_id, None)) is not None:
+            await template.close()
 
     async def close(self, sandbox_id: str) -> bool:
         """Close it; whether it had started a Python kernel."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from typing import TYPE_CHECKING, Any
 
 from ray.exceptions import RayActorError, RayTaskError
@@ -77,6 +78,19 @@ class RemoteSandbox:
     async def edit_file(self, path: str, old: str, new: str) -> str:
         return await self._call("edit_file", path, old, new)
 
+    async def fork(self, n: int = 1) -> list[RemoteSandbox]:
+        """n forks, on this sandbox's host (sandbox/fork.py)."""
+        async with await self.freeze() as template:
+            return await template.spawn(n)
+
+    async def freeze(self, consume: bool = False) -> RemoteTemplate:
+        """A template on this sandbox's host (consume: see Sandbox.freeze)."""
+        info = await self._call("freeze", consume)
+        if consume:
+            self.closed = True
+            self._host.release(self.id)
+        return RemoteTemplate(info["template_id"], self.spec, self._host, info["dropped"])
+
     # Through write_file / read_bytes, as a local sandbox does (the host never sees this machine's files).
     upload = Sandbox.upload
     download = Sandbox.download
@@ -93,6 +107,38 @@ class RemoteSandbox:
         self._host.release(self.id)
 
     async def __aenter__(self) -> RemoteSandbox:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+
+class RemoteTemplate:
+    """A template on a host: its forks start there, next to the files they share."""
+
+    def __init__(self, template_id: str, spec: SandboxSpec, host: HostHandle, dropped: list[str]):
+        self.id = template_id
+        self.spec = spec
+        self.dropped = dropped
+        self._host = host
+
+    async def spawn(self, n: int = 1) -> list[RemoteSandbox]:
+        ids = [secrets.token_hex(6) for _ in range(n)]
+        self._host.live.update(ids)  # counted against the host's slots like any sandbox of it
+        try:
+            infos = await self._host.call("spawn", self.id, ids)
+        except BaseException:
+            for sandbox_id in ids:
+                self._host.release(sandbox_id)
+            raise
+        self._host.counts["started"] += n
+        return [RemoteSandbox(i, self.spec, self._host, info) for i, info in zip(ids, infos, strict=True)]
+
+    async def close(self) -> None:
+        with contextlib.suppress(SandboxLostError):  # a lost host took its templates with it
+            await self._host.call("close_template", self.id)
+
+    async def __aenter__(self) -> RemoteTemplate:
         return self
 
     async def __aexit__(self, *exc) -> None:

@@ -18,6 +18,7 @@ from prorl_gym.sandbox import Sandbox, SandboxFileNotFound, SandboxLostError, Sa
 from prorl_gym.sandbox import create_sandbox as create
 from prorl_gym.sandbox.backends.local import processes_mounting
 from prorl_gym.sandbox.backends.ray import RayBackend
+from prorl_gym.sandbox.fork import staging_spec
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.sandbox.ray.local_cluster import LocalRayCluster
 from prorl_gym.sandbox.ray.sandbox import RemoteSandbox
@@ -88,6 +89,35 @@ async def test_sandboxes_spread_over_hosts_and_work_as_local_ones(backend, sandb
         await asyncio.gather(*(sb.close() for sb in sandboxes))
     assert [h["live"] for h in await backend.status()] == [0, 0]
     assert not read_leases(sandbox_root) and not our_processes(sandbox_root)
+
+
+async def test_a_remote_sandbox_forks_on_its_own_host_and_stages_once_for_a_group(backend, sandbox_root):
+    spec = ray_spec(sandbox_root)
+    async with await create(spec) as parent:
+        await parent.bash("mkdir -p src && cd src && echo v1 > app.py && export TASK=t1")
+        await parent.python("state = {'turn': 3}")
+        forks = await parent.fork(2)
+        try:
+            assert {f.host for f in forks} == {parent.host}  # next to the files they share
+            await forks[0].bash("echo mine > app.py")
+            shell = await forks[1].bash("pwd; echo $TASK; cat app.py")
+            assert shell.output.split() == ["/workspace/src", "t1", "v1"]
+            assert (await forks[1].python("print(state['turn'])")).output == "3\n"
+        finally:
+            await asyncio.gather(*(f.close() for f in forks))
+    staging = await create(staging_spec(spec))
+    await staging.bash("echo staged > task.txt")
+    template = await staging.freeze(consume=True)
+    assert staging.closed
+    forks = await template.spawn(3)
+    await template.close()
+    try:
+        assert [(await f.bash("cat task.txt")).output for f in forks] == ["staged\n"] * 3
+    finally:
+        await asyncio.gather(*(f.close() for f in forks))
+    assert [h["live"] for h in await backend.status()] == [0, 0]
+    assert not read_leases(sandbox_root) and not our_processes(sandbox_root)
+    assert not [p.name for p in Path(sandbox_root).iterdir() if not p.name.startswith(".")]
 
 
 async def test_a_sandbox_cannot_reach_the_ray_cluster(backend, sandbox_root, cluster):
