@@ -6,11 +6,14 @@
                                               #     children = await template.spawn(8)
 
 What a fork carries over, and how:
-  files       the workspace and /tmp, copied once into the template (a tar stream written inside
-              the parent, as its own uid, and extracted on the host with tarfile's `data` filter:
-              the parent cannot make the host write outside the template). Every fork mounts them
-              copy-on-write (an overlay: template read-only below, the fork's own writes above),
-              so a fork costs a sandbox start, not a copy, and no fork sees another's writes.
+  files       the workspace and /tmp (and an Apptainer sandbox's disk copies: `fork_dirs`),
+              copied once into the template (a tar stream written inside the parent, as its own
+              uid, and extracted on the host with tarfile's `data` filter: the parent cannot make
+              the host write outside the template). Every bubblewrap fork
+              mounts them copy-on-write (an overlay: template read-only below, the fork's own
+              writes above), so a fork costs a sandbox start, not a copy, and no fork sees
+              another's writes; an Apptainer fork starts with a copy (reflinked where the file
+              system can), as rootless Apptainer mounts no overlay over a bind.
   shell       working directory, exported variables and functions (`export -p`, `declare -f`);
               not unexported variables, aliases, jobs or history.
   Python      when the parent's kernel runs: its variables (cloudpickle, functions and classes by
@@ -199,24 +202,25 @@ def staging_spec(spec: SandboxSpec) -> SandboxSpec:
 
 async def freeze(sandbox: Sandbox, timeout: float = 60.0, consume: bool = False) -> Template:
     """Freeze a sandbox's current state into a template; the sandbox itself goes on unchanged, or,
-    with `consume` and a sandbox made with `staging_spec`, is closed and gives its files."""
+    with `consume`, is closed (one made with `staging_spec` on bubblewrap gives its files uncopied)."""
     if not get_backend(sandbox.spec).can_fork(sandbox.spec):
         raise SandboxForkError(f"sandbox {sandbox.id}: its backend ({sandbox.spec.backend.kind}) cannot fork")
     template_id = f"tpl-{secrets.token_hex(6)}"
     directory = private_dir_of(sandbox.spec, template_id)
     # A lease first, as for a sandbox: a server killed from here on leaves nothing unaccounted.
     await asyncio.to_thread(write_lease, sandbox.spec.root_dir, lease_for(template_id, sandbox.spec))
-    files = directory / "files"
-    consume = consume and sandbox.spec.staging
+    files, dirs = directory / "files", sandbox.placement.fork_dirs
+    take_writes = consume and sandbox.spec.staging and hasattr(sandbox.placement, "keep_writes")
     try:
         dropped, python_state = await _capture_state(sandbox, timeout)
-        if consume:  # its writes on disk become the template's files
+        if take_writes:  # its writes on disk become the template's files
             sandbox.placement.keep_writes(files)
-            await sandbox.close()
         else:
-            await asyncio.to_thread(_make_dirs, files, sandbox.spec.workspace)
+            await asyncio.to_thread(_make_dirs, files, dirs)
             await _copy_files(sandbox, files, timeout)
-        await asyncio.to_thread(_make_dirs, files, sandbox.spec.workspace)
+        if consume:
+            await sandbox.close()
+        await asyncio.to_thread(_make_dirs, files, dirs)
         await asyncio.to_thread(_drop_mount_points, files, sandbox.placement.private_dir)
     except BaseException:
         await asyncio.shield(asyncio.to_thread(_remove, sandbox.spec.root_dir, template_id, directory))
@@ -244,8 +248,8 @@ async def _capture_state(sandbox: Sandbox, timeout: float) -> tuple[list[str], b
     return dropped, True
 
 
-def _make_dirs(files: Path, workspace: str) -> None:
-    for path in ("/tmp", workspace):
+def _make_dirs(files: Path, dirs: tuple[str, ...]) -> None:
+    for path in dirs:
         (files / path.lstrip("/")).mkdir(mode=0o755, parents=True, exist_ok=True)
     os.chmod(files.parent, 0o711)
     os.chmod(files, 0o755)
@@ -266,11 +270,13 @@ def _drop_mount_points(files: Path, private_dir: Path) -> None:
 
 
 async def _copy_files(sandbox: Sandbox, files: Path, timeout: float) -> None:
-    """tar, run inside the parent as its uid, streams the workspace and /tmp to the host. Mounts
-    below them (sockets, binds) are not the sandbox's files: --one-file-system leaves them out."""
+    """tar, run inside the parent as its uid, streams its fork_dirs (workspace, /tmp, ...) to the
+    host. Mounts below them (sockets, binds) are not the sandbox's files: --one-file-system leaves
+    them out."""
     placement = sandbox.placement
-    members = [sandbox.spec.workspace.lstrip("/"), "tmp"]
-    argv = placement.wrap(["tar", "--one-file-system", "-C", "/", "-cf", "-", *members])
+    members = [path.lstrip("/") for path in placement.fork_dirs]
+    # --hard-dereference: hard links as the files they name (a stream cannot go back to link them)
+    argv = placement.wrap(["tar", "--one-file-system", "--hard-dereference", "-C", "/", "-cf", "-", *members])
     read_fd, write_fd = os.pipe()
     log_path = str(placement.private_dir / "fork-tar.log")
     try:
@@ -310,9 +316,12 @@ def _extract(read_fd: int, files: Path, uid: int) -> None:
     """Extract the parent's tar stream into the template, owned by the sandbox uid. The stream is
     the sandbox's to forge: tarfile's `data` filter refuses members outside the template,
     through links, or device files; symlinks leaving the tree are kept as links (nothing on the
-    host follows them, and members below one resolve outside and are refused)."""
+    host follows them, and members below one resolve outside and are refused); hard links are
+    dropped."""
 
     def keep(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+        if member.islnk():  # never made by our tar (see _copy_files): a forged stream's
+            return None
         try:
             member = tarfile.data_filter(member, dest)
         except (tarfile.AbsoluteLinkError, tarfile.LinkOutsideDestinationError):

@@ -27,6 +27,7 @@ Apptainer 1.4 does per its source, and driven by `site.json` beside the wrapper 
 - site.rate_limited: pulls without registry credentials fail with "toomanyrequests".
 - site.start_delay_s: the master registers that long after it detached (after a start
   timeout kills the CLI, the instance still comes up); site.master_title false hides it.
+- --workdir: /tmp of an instance is <workdir>/tmp, as with --containall (created at start).
 """
 
 from __future__ import annotations
@@ -111,9 +112,10 @@ def counts_host_tasks(site: dict, userns: bool) -> bool:
     return not (userns and kernel >= (5, 14))
 
 
-def mounts(site: dict, binds: list[str], overlay: str | None, fakeroot: bool) -> list[str]:
-    """bwrap arguments: the image's directories, then the binds (later mounts cover earlier)."""
-    argv = []
+def mounts(site: dict, binds: list[str], overlay: str | None, fakeroot: bool, workdir: str | None = None) -> list[str]:
+    """bwrap arguments: /tmp from the workdir, the image's directories, then the binds (later
+    mounts cover earlier)."""
+    argv = ["--bind", f"{workdir}/tmp", "/tmp"] if workdir else []
     for inside, content in site.get("image_dirs", {}).items():
         if overlay and fakeroot:
             upper, work = Path(overlay, "upper", inside.lstrip("/")), Path(overlay, "work", inside.lstrip("/"))
@@ -161,12 +163,15 @@ def start(site: dict, args: list[str]) -> int:
         "logOutPath": str(out),
         "logErrPath": str(err),
         "binds": values(flags, "--bind"),
+        "workdir": next(iter(values(flags, "--workdir")), None),
         "overlay": overlay,
         "fakeroot": fakeroot,
         "fakeroot_command": fakeroot
         and site.get("root_mapped_fakeroot", False)
         and "--ignore-fakeroot-command" not in names,
     }
+    if state["workdir"]:
+        Path(state["workdir"], "tmp").mkdir(parents=True, exist_ok=True)
     read_end, write_end = os.pipe()
     if os.fork() == 0:  # the master: detaches (setsid), registers, then holds the instance
         os.setsid()
@@ -285,7 +290,8 @@ def exec_(site: dict, args: list[str]) -> int:
         )
     pwd_ = next(iter(values(flags, "--pwd")), None) or "/"
     argv = [bwrap(), "--dev-bind", "/", "/", "--die-with-parent"]
-    argv += mounts(site, state["binds"], state["overlay"], state["fakeroot"]) + ["--chdir", pwd_, "--"]
+    argv += mounts(site, state["binds"], state["overlay"], state["fakeroot"], state.get("workdir"))
+    argv += ["--chdir", pwd_, "--"]
     os.execvpe(argv[0], argv + command, env)
 
 

@@ -559,3 +559,24 @@ def test_pull_cli_pulls_each_distinct_image_once(fake, tmp_path, capsys):
     assert pull_main([str(data), "--cache-dir", str(cache), "--binary", str(fake.binary)]) == 0
     assert len(fake.calls("pull")) == 1
     assert "cached  docker://a/x:1" in capsys.readouterr().out
+
+
+async def test_an_apptainer_sandbox_forks_with_a_copy_of_its_files_and_state(fake, sandbox_root, tmp_path):
+    spec = fake_spec(fake, sandbox_root, tmp_path)
+    async with await create_sandbox(spec) as parent:
+        await parent.bash("mkdir -p src && cd src && echo v1 > app.py && echo note > /tmp/note && export TASK=t1")
+        await parent.python("state = {'turn': 3}")
+        forks = await parent.fork(2)
+        try:
+            assert len(fake.calls("instance", "start")) == 3
+            await forks[0].bash("echo mine > app.py && rm /tmp/note")
+            shell = await forks[1].bash("pwd; echo $TASK; cat app.py /tmp/note")
+            assert shell.output.split() == [f"{spec.workspace}/src", "t1", "v1", "note"]
+            assert (await forks[1].python("print(state['turn'])")).output == "3\n"
+            assert (await parent.bash("cat app.py /tmp/note")).output.split() == ["v1", "note"]
+            for fork in forks:  # each fork's files are its own copy, on its own disk
+                assert (Path(sandbox_root) / fork.id / "workspace" / "src" / "app.py").exists()
+        finally:
+            await asyncio.gather(*(f.close() for f in forks))
+    assert not [p.name for p in Path(sandbox_root).iterdir() if not p.name.startswith(".")]
+    assert not read_leases(sandbox_root)

@@ -224,7 +224,9 @@ class ApptainerPlacement:
             image = str(await pull_image(image, spec.backend.cache_dir, self._binary))
         elif not os.path.exists(image):
             raise ApptainerError(f"image {image} does not exist")
-        if spec.backend.disk_copies:
+        if spec.template_dir is not None:  # a fork: its template's files, not the image's
+            await self._copy_template(Path(spec.template_dir))
+        elif spec.backend.disk_copies:
             code, out = await run(copy_out_argv(spec, self.private_dir, image, self._binary), None, self._host)
             if code != 0:
                 raise ApptainerError(f"copying {list(spec.backend.disk_copies)} out of {image} failed: {out}")
@@ -232,6 +234,36 @@ class ApptainerPlacement:
         await self._start_instance(image)
         state = await asyncio.to_thread(read_instance, self.config_dir, self.instance) or {}
         self.limits = effective_limits(spec, state.get("userns"))
+
+    @property
+    def fork_dirs(self) -> tuple[str, ...]:
+        """What a fork carries (sandbox/fork.py): /tmp, the workspace and the disk copies. Changes to
+        the image's own directories (its overlay) are not carried."""
+        return ("/tmp", self.workspace, *self._spec.backend.disk_copies)
+
+    def _host_dir(self, path: str) -> Path:
+        """The host directory behind one of fork_dirs."""
+        if path == "/tmp":
+            return self.private_dir / "work" / "tmp"  # --workdir: Apptainer binds <workdir>/tmp
+        if path == self.workspace:
+            return self.private_dir / "workspace"
+        return copies_dir(self.private_dir, self._spec.backend.disk_copies.index(path))
+
+    async def _copy_template(self, files: Path) -> None:
+        """Rootless Apptainer cannot mount a copy-on-write layer over a bind: a fork gets a copy
+        (reflinked where the file system can: XFS, btrfs). The template is ours and never written
+        by a sandbox, so the copy follows nothing a sandbox controls."""
+        for path in self.fork_dirs:
+            source, target = files / path.lstrip("/"), self._host_dir(path)
+            target.mkdir(parents=True, exist_ok=True)
+            if source.is_dir():
+                proc = await asyncio.create_subprocess_exec(
+                    "cp", "-a", "--reflink=auto", f"{source}/.", f"{target}/",
+                    stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+                )  # fmt: skip
+                _, err = await proc.communicate()
+                if proc.returncode != 0:
+                    raise ApptainerError(f"copying the template's {path} failed: {err.decode(errors='replace')}")
 
     def _make_dirs(self) -> None:
         for sub in ("workspace", "work", "run", "ctl", "overlay"):
@@ -327,7 +359,7 @@ class ApptainerBackend:
         pass  # the image is checked at placement: a row may bring its own
 
     def can_fork(self, spec: SandboxSpec) -> bool:
-        return False  # not yet: forks would need an overlay image per template
+        return True  # a fork starts with a copy of its template's directories (see ApptainerPlacement)
 
     def zygote_config(self, spec: SandboxSpec) -> None:
         return None  # kernels join the instance through `apptainer exec`, each a process of its own

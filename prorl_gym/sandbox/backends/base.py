@@ -34,6 +34,7 @@ class Placement(KernelHost, Protocol):
     private_dir: Path  # host directory of this sandbox (removed on close)
     pids: list[int]  # host processes that hold the sandbox: the reaper kills them if the owner dies
     instance: str | None  # the backend's own name for the sandbox (an Apptainer instance), if any
+    fork_dirs: tuple[str, ...]  # directories inside that a fork carries over (sandbox/fork.py)
 
     def wrap_shell(self, argv: list[str]) -> tuple[list[str], str]:
         """Like wrap, for an interactive bash: (command line, bash commands to run first)."""

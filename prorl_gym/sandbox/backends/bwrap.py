@@ -291,6 +291,11 @@ class BwrapPlacement:
         return [pid for pid in (self.holder_pid, self.init_pid) if pid > 0]
 
     @property
+    def fork_dirs(self) -> tuple[str, ...]:
+        """What a fork carries (sandbox/fork.py): the sandbox's writable directories."""
+        return ("/tmp", self.workspace)
+
+    @property
     def rlimits(self) -> dict[str, int | list[int]]:
         return rlimits(self._spec.limits)
 

@@ -69,6 +69,7 @@ class UnisolatedPlacement:
         self.python = spec.kernel_python
         self.pids: list[int] = []  # processes are found by their tag instead
         self.instance: str | None = None
+        self.fork_dirs: tuple[str, ...] = ()  # cannot fork: no namespaces to mount a template in
         self._spec = spec
         self._closed = False
 
