@@ -24,9 +24,15 @@ import asyncio
 import statistics
 
 from benchmarks.common import emit, raise_fd_limit
+from benchmarks.cpu import cpu_spent, snapshot
 from benchmarks.rollouts import Bench, drive, math_rows, math_stack
 
-TARGETS = {"rollouts_per_min": 600, "overhead_per_turn_ms": 15.0, "contiguous_fraction": 1.0}
+TARGETS = {
+    "rollouts_per_min": 600,
+    "overhead_per_turn_ms": 15.0,
+    "contiguous_fraction": 1.0,
+    "cpu_ms_per_rollout": 150,
+}
 AGENT = "math_agent.responses_api_agents.prorl_agent"
 SERVER = "math.resources_servers.math"
 
@@ -68,7 +74,9 @@ async def measure(bench: Bench, rollouts: int, concurrency: int, single_rollouts
     busy = await bench.policy_busy_s()
     single, _ = await drive(url, (rows * 4)[:single_rollouts], 1) if single_rollouts else ([], 0.0)
     busy = await bench.policy_busy_s() - busy
+    before = snapshot(bench.pids)
     records, wall = await drive(url, (rows * (rollouts // len(rows) + 1))[:rollouts], concurrency)
+    cpu = cpu_spent(before, snapshot(bench.pids))
     failed = [r for r in records if r.get("failure")]
     contiguous = [r.get("token_ids_contiguous") is True for r in records]
     results = {
@@ -80,6 +88,8 @@ async def measure(bench: Bench, rollouts: int, concurrency: int, single_rollouts
         "mean_reward": statistics.fmean(r["reward"] for r in records),
         "turns_per_rollout": statistics.fmean(r["num_turns"] for r in records),
         "contiguous_fraction": sum(contiguous) / len(contiguous),
+        "cpu_ms_per_rollout": round(cpu["total"] * 1000 / len(records), 1),
+        "cpu_ms_per_rollout_by_kind": {k: round(v * 1000 / len(records), 1) for k, v in cpu.items() if k != "total"},
     }
     results |= overhead_profile(single, busy) if single else {}
     results["at_concurrency"] = overhead_profile(records)
@@ -113,7 +123,15 @@ def main() -> None:
     if args.baseline_rollouts:  # a kernel started per sandbox on first use, no pool: the design before the zygote
         baseline = run(args.baseline_rollouts, args.concurrency, single_rollouts=0, zygote=False, warm_pool=0)
         results["baseline_fresh_kernel"] = {
-            k: baseline[k] for k in ("rollouts", "wall_s", "rollouts_per_min", "failures", "contiguous_fraction")
+            k: baseline[k]
+            for k in (
+                "rollouts",
+                "wall_s",
+                "rollouts_per_min",
+                "failures",
+                "contiguous_fraction",
+                "cpu_ms_per_rollout",
+            )
         }
         results["speedup"] = round(results["rollouts_per_min"] / baseline["rollouts_per_min"], 2)
         results["contiguous_fraction"] = min(results["contiguous_fraction"], baseline["contiguous_fraction"])
@@ -122,6 +140,7 @@ def main() -> None:
         "rollouts_per_min": results["rollouts_per_min"] >= TARGETS["rollouts_per_min"],
         "overhead_per_turn_ms": results["overhead_per_turn_ms"] <= TARGETS["overhead_per_turn_ms"],
         "contiguous_fraction": results["contiguous_fraction"] >= TARGETS["contiguous_fraction"],
+        "cpu_ms_per_rollout": results["cpu_ms_per_rollout"] <= TARGETS["cpu_ms_per_rollout"],
     }
     emit("rollout_throughput", results)
 

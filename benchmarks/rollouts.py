@@ -56,6 +56,7 @@ def math_stack(overrides: list[str], policy_args: list[str]):
             yield Bench(
                 asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", "math_agent")),
                 f"http://127.0.0.1:{stack.policy_port}",
+                stack.pids,
             )
 
 
@@ -63,6 +64,7 @@ def math_stack(overrides: list[str], policy_args: list[str]):
 class Bench:
     agent_url: str
     policy_url: str  # the scripted policy's own root (GET /stats: its busy time)
+    pids: list[int]  # the stack's own processes: CPU accounting walks their descendants (benchmarks/cpu.py)
 
     async def policy_busy_s(self) -> float:
         async with aiohttp.ClientSession() as http, http.get(f"{self.policy_url}/stats") as response:

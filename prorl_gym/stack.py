@@ -109,6 +109,11 @@ class Stack:
         return proc
 
     @property
+    def pids(self) -> list[int]:
+        """The processes this stack started (the policy, ng_run): every server descends from them."""
+        return [proc.pid for proc in self._procs]
+
+    @property
     def session(self) -> int:
         """The process session of ng_run and every server it started (ng_run's pid)."""
         return self._procs[-1].pid

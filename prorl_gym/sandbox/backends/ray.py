@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, SerializeAsAny
+from pydantic import BeforeValidator, Field, SerializeAsAny
 
 from prorl_gym.sandbox.backends.base import backend_class
 from prorl_gym.sandbox.spec import BackendOptions, SandboxSpec, _backend_options
@@ -26,7 +26,9 @@ from prorl_gym.sandbox.spec import BackendOptions, SandboxSpec, _backend_options
 
 class RayOptions(BackendOptions):
     kind: Literal["ray"] = "ray"
-    inner: Annotated[SerializeAsAny[BackendOptions], BeforeValidator(_backend_options)] = "local"  # type: ignore[assignment]
+    inner: Annotated[SerializeAsAny[BackendOptions], BeforeValidator(_backend_options)] = Field(
+        "local", validate_default=True
+    )
     address: str | None = None  # None: the Ray this process joined (NeMo Gym's), else $RAY_ADDRESS or "auto"
     namespace: str = "prorl-gym"
     host_resource: str = "prorl_sandbox_host"  # the custom resource that marks nodes for sandboxes

@@ -67,6 +67,12 @@ def test_a_remote_sandbox_has_the_whole_sandbox_api():
     assert not missing, f"RemoteSandbox lacks {missing}"
 
 
+def test_a_ray_spec_forks_as_its_inner_backend_default_or_given():
+    assert RayBackend().can_fork(SandboxSpec(backend="ray"))  # inner: local, isolated
+    unisolated = SandboxSpec(backend={"kind": "ray", "inner": {"kind": "local", "isolation": "none"}})
+    assert not RayBackend().can_fork(unisolated)
+
+
 async def test_sandboxes_spread_over_hosts_and_work_as_local_ones(backend, sandbox_root):
     spec = ray_spec(sandbox_root)
     sandboxes = await asyncio.gather(*(create(spec) for _ in range(6)))

@@ -1,0 +1,96 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""CPU time of a whole stack, read from /proc: every process descending from the stack's own
+(ng_run, the scripted policy), by kind, so that a figure does not depend on how busy the
+machine is.
+
+A process counts its own time (utime + stime) and that of its children it has reaped (cutime +
+cstime), so summing live processes counts every process once: a sandbox shell that ended is in
+the resources server's children time, a kernel in its zygote's (a subreaper). The difference of
+two snapshots is the CPU the stack spent in between.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+# By working directory of the server processes (ng_run starts each server in its own folder).
+SERVER_KINDS = (("resources_servers/", "resources_server"), ("responses_api_agents/", "agent"))
+
+
+@dataclass(frozen=True)
+class Proc:
+    pid: int
+    ppid: int
+    kind: str
+    self_s: float  # its own CPU
+    reaped_s: float  # its reaped children's
+
+
+def _stat(pid: str) -> tuple[int, float, float] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    ppid, utime, stime, cutime, cstime = int(fields[1]), *map(int, fields[11:15])
+    return ppid, (utime + stime) * TICK_S, (cutime + cstime) * TICK_S
+
+
+def _kind(pid: int, parent_kind: str | None) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return parent_kind or "other"
+    cmdline = raw.replace(b"\0", b" ").decode(errors="replace")
+    if "zygote_main" in cmdline or parent_kind == "kernel":
+        return "kernel"  # the zygote, the kernels it forked (and their intermediates)
+    if "scripted_policy" in cmdline:
+        return "policy"
+    if "ng_run" in cmdline:
+        return "ng_run"
+    if cmdline.startswith(("bwrap", "setpriv", "nsenter", "bash", "/bin/sh")) or parent_kind == "sandbox":
+        return "sandbox"
+    if "multiprocessing" in cmdline or "verify" in cmdline:
+        return "verifier"
+    if "responses_api_models/" in cwd or "vllm_model" in cwd:
+        return "model_server"
+    for fragment, kind in SERVER_KINDS:
+        if fragment in cwd:
+            return kind
+    return parent_kind or "other"
+
+
+def snapshot(roots: list[int]) -> dict[int, Proc]:
+    """Every live process descending from `roots` (roots included)."""
+    stats = {int(p): s for p in os.listdir("/proc") if p.isdigit() and (s := _stat(p)) is not None}
+    children = defaultdict(list)
+    for pid, (ppid, _, _) in stats.items():
+        children[ppid].append(pid)
+    found: dict[int, Proc] = {}
+    stack = [(pid, None) for pid in roots if pid in stats]
+    while stack:
+        pid, parent_kind = stack.pop()
+        ppid, self_s, reaped_s = stats[pid]
+        kind = _kind(pid, parent_kind)
+        found[pid] = Proc(pid, ppid, kind, self_s, reaped_s)
+        stack += [(child, kind) for child in children[pid]]
+    return found
+
+
+def cpu_spent(before: dict[int, Proc], after: dict[int, Proc]) -> dict[str, float]:
+    """CPU seconds spent between two snapshots, by kind; "total" is exact, the split is by the
+    kind of the process that holds the time (an ended process's time moves to its reaper's)."""
+    spent: Counter[str] = Counter()
+    for procs, sign in ((after, 1), (before, -1)):
+        for proc in procs.values():
+            spent[proc.kind] += sign * proc.self_s
+            # what a resources server reaps is its sandboxes' processes (their shells, bubblewrap)
+            spent["sandbox" if proc.kind == "resources_server" else proc.kind] += sign * proc.reaped_s
+    total = sum(spent.values())
+    return {kind: round(value, 3) for kind, value in sorted(spent.items())} | {"total": round(total, 3)}
