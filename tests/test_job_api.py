@@ -225,26 +225,6 @@ async def test_bad_requests_get_a_reason_and_accepted_work_goes_on(stack, client
     assert [r["status"] for r in records] == ["completed", "completed"], [r["failure"] for r in records]
 
 
-async def test_a_dead_policy_endpoint_is_a_policy_error_never_reward_zero(stack, client):
-    batch = await client.submit(rows("gold"), samples_per_row=2)
-    await until(lambda: running(client), what="rollouts in RUN")
-    policy = stack._procs[0]  # the scripted policy: kill it, as if the GPU server died
-    os.killpg(policy.pid, 9)
-    policy.wait()
-    records = [r.wire() for r in await asyncio.wait_for(client.results(batch.batch_id), 60)]
-    assert len(records) == 10
-    errors = [r for r in records if r["failure"]]
-    assert errors and all(
-        r["failure"]["type"] == "policy_error" and r["_ng_failure_class"] == "policy_error" for r in errors
-    )
-    assert all(r["reward"] == 1.0 for r in records if not r["failure"])  # never a silent 0
-    status = await client.status()  # the server keeps serving
-    assert status.failed_by_type["policy_error"] >= len(errors) and status.active_jobs == 0
-    late = await client.results((await client.submit(rows("gold", 1))).batch_id)
-    assert late[0].failure.type == "policy_error"
-    await no_sandboxes_left(stack)
-
-
 async def test_a_branch_goes_on_from_a_turn_with_the_sandbox_and_transcript_as_they_were(stack, client):
     (row,) = rows("stateful", 1)
     original_batch = await client.submit([row], snapshots="every_turn")
@@ -268,4 +248,24 @@ async def test_a_branch_goes_on_from_a_turn_with_the_sandbox_and_transcript_as_t
     assert no_snapshot.value.status == 409 and "turns [1, 2, 3, 4]" in str(no_snapshot.value)
     for batch in (original_batch, branches):  # done with them: their snapshots are released
         await client.acknowledge(batch.batch_id)
+    await no_sandboxes_left(stack)
+
+
+async def test_a_dead_policy_endpoint_is_a_policy_error_never_reward_zero(stack, client):
+    batch = await client.submit(rows("gold"), samples_per_row=2)
+    await until(lambda: running(client), what="rollouts in RUN")
+    policy = stack._procs[0]  # the scripted policy: kill it, as if the GPU server died
+    os.killpg(policy.pid, 9)
+    policy.wait()
+    records = [r.wire() for r in await asyncio.wait_for(client.results(batch.batch_id), 60)]
+    assert len(records) == 10
+    errors = [r for r in records if r["failure"]]
+    assert errors and all(
+        r["failure"]["type"] == "policy_error" and r["_ng_failure_class"] == "policy_error" for r in errors
+    )
+    assert all(r["reward"] == 1.0 for r in records if not r["failure"])  # never a silent 0
+    status = await client.status()  # the server keeps serving
+    assert status.failed_by_type["policy_error"] >= len(errors) and status.active_jobs == 0
+    late = await client.results((await client.submit(rows("gold", 1))).batch_id)
+    assert late[0].failure.type == "policy_error"
     await no_sandboxes_left(stack)
