@@ -31,6 +31,7 @@ from nemo_gym.base_resources_server import (
 from nemo_gym.server_utils import SESSION_ID_KEY
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from prorl_gym.asgi import PlainASGIMiddleware
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.metrics import ServerMetrics
 from prorl_gym.pipeline.failures import Failure, FailureType, Stage
@@ -128,7 +129,7 @@ class DrainRequest(BaseModel):
     draining: bool = True
 
 
-class SandboxResourcesServer(SimpleResourcesServer):
+class SandboxResourcesServer(PlainASGIMiddleware, SimpleResourcesServer):
     config: SandboxResourcesServerConfig
     # An environment's row and result models: the routes validate with them.
     seed_request: ClassVar[type[SeedSessionRequest]] = SeedSessionRequest

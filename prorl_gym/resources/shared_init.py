@@ -13,6 +13,7 @@ last fork closes); at most `max_templates` are kept, the least recently used clo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -21,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prorl_gym.sandbox import Sandbox
+from prorl_gym.sandbox import Sandbox, SandboxError
 from prorl_gym.sandbox.fork import Template
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,12 @@ class SharedInit:
                 await self._evict()
             template = entry.template
         entry.used = time.monotonic()
-        (sandbox,) = await template.spawn(1)
+        try:
+            (sandbox,) = await template.spawn(1)
+        except SandboxError:  # e.g. its host is lost with its node: the next sample stages the task anew
+            if self._entries.get(key) is entry:
+                await self._drop(key)
+            raise
         self.counts["forks"] += 1
         return sandbox
 
@@ -85,4 +91,5 @@ class SharedInit:
     async def _drop(self, key: str) -> None:
         entry = self._entries.pop(key, None)
         if entry is not None and entry.template is not None:
-            await entry.template.close()
+            with contextlib.suppress(SandboxError):  # a lost host's template went with it
+                await entry.template.close()

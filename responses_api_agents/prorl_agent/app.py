@@ -26,6 +26,7 @@ from nemo_gym.config_types import ModelServerRef, ResourcesServerRef
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
+from prorl_gym.asgi import PlainASGIMiddleware
 from prorl_gym.client import Batch, CancelResult, JobLimits, StopAfter, SubmitRequest
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.pipeline.failures import Failure, FailureType, Stage
@@ -80,7 +81,7 @@ class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
         return value
 
 
-class ProRLAgent(SimpleResponsesAPIAgent):
+class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
     config: ProRLAgentConfig
     _pools: dict[Stage, StagePool] = PrivateAttr()
     _peers: PeerClient = PrivateAttr()

@@ -34,6 +34,7 @@ from nemo_gym.server_utils import SESSION_ID_KEY, is_nemo_gym_fastapi_entrypoint
 from pydantic import BaseModel, PrivateAttr, model_validator
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from prorl_gym.asgi import PlainASGIMiddleware
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.metrics import ServerMetrics
 from prorl_gym.supervise import supervised
@@ -66,7 +67,7 @@ class EndpointRequest(BaseModel):
     cancel_in_flight: bool = False
 
 
-class BalancedVLLMModel(VLLMModel):
+class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
     config: BalancedVLLMModelConfig
     _pool: EndpointPool = PrivateAttr()
     _metrics: ServerMetrics = PrivateAttr()

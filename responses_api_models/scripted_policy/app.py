@@ -92,15 +92,19 @@ def create_app(policy: ScriptedPolicy) -> FastAPI:
     app = FastAPI(title="scripted policy (stand-in for a GPU model)")
     busy = {"requests": 0, "busy_s": 0.0}  # time spent answering: the policy's own share of a turn (benchmarks)
 
-    @app.middleware("http")
-    async def account(request: Request, call_next):
-        started = time.perf_counter()
-        try:
-            return await call_next(request)
-        finally:
-            if request.url.path != "/stats":
-                busy["requests"] += 1
-                busy["busy_s"] += time.perf_counter() - started
+    def account(app):  # plain ASGI: a BaseHTTPMiddleware would add its own cost to what it measures
+        async def timed(scope, receive, send):
+            started = time.perf_counter()
+            try:
+                await app(scope, receive, send)
+            finally:
+                if scope["type"] == "http" and scope["path"] != "/stats":
+                    busy["requests"] += 1
+                    busy["busy_s"] += time.perf_counter() - started
+
+        return timed
+
+    app.add_middleware(account)
 
     @app.get("/stats")
     async def stats() -> dict:

@@ -10,6 +10,7 @@ import pytest
 
 from prorl_gym.resources.shared_init import SharedInit, default_init_key
 from prorl_gym.sandbox import create_sandbox
+from prorl_gym.sandbox.fork import SandboxForkError
 
 
 @pytest.fixture
@@ -74,3 +75,15 @@ def test_samples_of_one_task_share_a_key_and_other_tasks_do_not():
     sample = row | {"responses_create_params": {"input": "hi", "temperature": 1.0}, "_ng_rollout_index": 3}
     assert default_init_key(row) == default_init_key(sample)
     assert default_init_key(row) != default_init_key(row | {"instance_id": "x-2"})
+
+
+async def test_a_template_that_cannot_fork_any_more_is_staged_anew(staged):
+    shared = SharedInit()
+    await (await shared.fork("a", staged("a"))).close()
+    (template,) = [entry.template for entry in shared._entries.values()]
+    await template.close()  # as if its host had gone: spawning from it fails from now on
+    with pytest.raises(SandboxForkError):
+        await shared.fork("a", staged("a"))
+    await (await shared.fork("a", staged("a"))).close()  # the next sample stages the task again
+    assert staged.made == ["a", "a"]
+    await shared.close()
