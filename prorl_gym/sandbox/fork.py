@@ -242,7 +242,12 @@ async def _capture_state(sandbox: Sandbox, timeout: float) -> tuple[list[str], b
     if result.error is not None or result.timed_out:
         detail = result.error or "timed out"
         raise SandboxForkError(f"sandbox {sandbox.id}: could not read its Python state: {detail}")
-    dropped = json.loads(result.output.strip().splitlines()[-1])
+    try:  # what the capture printed: the agent's kernel could print anything
+        dropped = [str(name) for name in json.loads(result.output.strip().splitlines()[-1])]
+    except (ValueError, TypeError, IndexError) as exc:
+        raise SandboxForkError(
+            f"sandbox {sandbox.id}: its Python state capture said {result.output[-200:]!r}"
+        ) from exc
     if dropped:
         log.info("sandbox %s: fork leaves out Python values that cannot be pickled: %s", sandbox.id, dropped)
     return dropped, True

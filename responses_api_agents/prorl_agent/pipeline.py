@@ -227,7 +227,8 @@ class Pipeline:
         )
         if branch is not None:  # the policy sees the same prefix, token ids and all, and goes on from it
             loop.outputs = OUTPUT_ITEMS.validate_python(branch.output)
-            loop.stats.turns = branch.turn
+            loop.stats.turns = branch.turn  # limits (max_turns, max_output_tokens) count the prefix's turns too
+            loop.stats.output_tokens = sum(len(item.get("generation_token_ids") or []) for item in branch.output)
         return loop
 
     async def _snapshot(self, a: _Attempt, turn: int) -> None:

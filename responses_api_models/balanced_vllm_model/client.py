@@ -38,6 +38,16 @@ class EndpointClient(NeMoGymAsyncOpenAI):
         client._transport = transport
         return client
 
+    async def create_chat_completion(self, **kwargs: Any) -> dict:
+        """Asks for the prompt's token ids with the completion (vLLM >= 0.10.2 `return_token_ids`;
+        older versions ignore the field) and puts them in the message, where vllm_model looks first:
+        it then skips its per-turn /tokenize call, and the ids are those of the request itself."""
+        if not kwargs.get("logprobs"):  # vllm_model asks for logprobs when it wants token ids
+            return await super().create_chat_completion(**kwargs)
+        completion = await super().create_chat_completion(**(kwargs | {"return_token_ids": True}))
+        hoist_token_ids(completion)
+        return completion
+
     async def _request(self, method: str, url: str, json: Any = None, **_: Any) -> ClientResponse:
         headers = self.default_headers | {"Authorization": f"Bearer {self.api_key}"}
         # Retryable statuses (429/5xx) are retried like vllm_model does, but at most
@@ -50,3 +60,21 @@ class EndpointClient(NeMoGymAsyncOpenAI):
             log.warning("policy %s answered %s (try %d/%d): %r", url, response.status, attempt, MAX_NUM_TRIES, body)
             await asyncio.sleep(STATUS_RETRY_SLEEP_S)
         raise AssertionError("unreachable")
+
+
+def hoist_token_ids(completion: dict) -> None:
+    """prompt_token_ids (top level) and each choice's generation ids and log-probs into its message,
+    as vllm_model's own extraction would put them (generation ids as it reads them from the
+    `token_id:<id>` log-prob tokens). A choice without all of them is left for vllm_model."""
+    prompt = completion.get("prompt_token_ids")
+    for choice in completion.get("choices") or []:
+        logprobs = (choice.get("logprobs") or {}).get("content")
+        if prompt is None or logprobs is None or choice.get("token_ids") is None:
+            continue
+        choice["message"] |= {
+            "prompt_token_ids": prompt,
+            "generation_token_ids": [entry["token"].removeprefix("token_id:") for entry in logprobs],
+            "generation_log_probs": [entry["logprob"] for entry in logprobs],
+        }
+        choice.pop("logprobs")
+        choice.pop("token_ids")

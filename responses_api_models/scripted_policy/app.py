@@ -90,7 +90,8 @@ class ScriptedPolicy:
 
 def create_app(policy: ScriptedPolicy) -> FastAPI:
     app = FastAPI(title="scripted policy (stand-in for a GPU model)")
-    busy = {"requests": 0, "busy_s": 0.0}  # time spent answering: the policy's own share of a turn (benchmarks)
+    # time spent answering (the policy's own share of a turn, for benchmarks), and requests by path
+    busy: dict = {"requests": 0, "busy_s": 0.0, "paths": {}}
 
     def account(app):  # plain ASGI: a BaseHTTPMiddleware would add its own cost to what it measures
         async def timed(scope, receive, send):
@@ -101,6 +102,7 @@ def create_app(policy: ScriptedPolicy) -> FastAPI:
                 if scope["type"] == "http" and scope["path"] != "/stats":
                     busy["requests"] += 1
                     busy["busy_s"] += time.perf_counter() - started
+                    busy["paths"][scope["path"]] = busy["paths"].get(scope["path"], 0) + 1
 
         return timed
 
@@ -167,16 +169,20 @@ def completion(body: dict, messages: list[dict], step: Step) -> dict:
                 for t in generated
             ]
         }
-    prompt_tokens = len(encode(render(messages, body.get("tools"))))
-    return {
+    prompt = encode(render(messages, body.get("tools")))
+    answer = {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": body.get("model") or "scripted",
         "choices": [choice],
         "usage": {
-            "prompt_tokens": prompt_tokens,
+            "prompt_tokens": len(prompt),
             "completion_tokens": len(generated),
-            "total_tokens": prompt_tokens + len(generated),
+            "total_tokens": len(prompt) + len(generated),
         },
     }
+    if body.get("return_token_ids"):  # as vLLM >= 0.10.2: the prompt's and the generation's token ids
+        answer["prompt_token_ids"] = prompt
+        choice["token_ids"] = generated
+    return answer

@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+from prorl_gym.pipeline.tokens import token_ids_contiguous
 from prorl_gym.stack import free_port
 from responses_api_models.balanced_vllm_model.tests.harness import ROWS, Policies, Rollout, serve_model
 
@@ -48,6 +49,21 @@ async def test_concurrent_sessions_spread_and_stick_across_turns(policies):
         answer = second[0].body["output"][-1]["content"][0]["text"]
         assert answer.endswith(f"\\boxed{{{rollouts[0].row['expected_answer']}}}.")  # a real 2-turn rollout
         assert [e["sessions"] for e in (await server.endpoints()).values()] == [2, 2, 2]
+
+
+async def test_prompt_token_ids_come_with_the_completion_so_no_turn_calls_tokenize(policies):
+    (policy,) = await policies.start(1)
+    async with serve_model([policy.url]) as server:
+        rollout = Rollout(server, row=ROWS[0])
+        turns = [await rollout.turn(), await rollout.turn()]
+        assert [t.status for t in turns] == [200, 200]
+        generated = [o for t in turns for o in t.body["output"] if "generation_token_ids" in o]
+        assert len(generated) == 2 and all(o["prompt_token_ids"] and o["generation_log_probs"] for o in generated)
+        items = [{k: [int(i) for i in o[k]] for k in ("prompt_token_ids", "generation_token_ids")} for o in generated]
+        assert token_ids_contiguous(items) is True  # the second prompt extends the first turn's tokens
+        async with server.http.get(policy.url.removesuffix("/v1") + "/stats") as r:
+            paths = (await r.json())["paths"]
+        assert paths.get("/v1/chat/completions") == 2 and "/tokenize" not in paths
 
 
 async def test_least_in_flight_beats_round_robin(policies):

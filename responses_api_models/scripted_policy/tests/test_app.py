@@ -105,3 +105,18 @@ def test_latency_per_request_from_metadata():
     assert policy.latency_for({"metadata": {"scripted_latency_ms": "2000"}}) == 2.0
     assert policy.latency_for({"metadata": {"scripted_latency_ms": "not a number"}}) == 0.3
     assert policy.latency_for({}) == 0.3
+
+
+def test_return_token_ids_gives_the_ids_tokenize_and_logprobs_give(client):
+    """As vLLM >= 0.10.2: with return_token_ids, the prompt's ids are those /tokenize returns for the
+    same request, and the generation's those its logprobs name."""
+    messages = start(ROWS[2])
+    prompt = client.post("/tokenize", json={"messages": messages, "tools": TOOLS}).json()["tokens"]
+    response = client.post(
+        "/v1/chat/completions",
+        json={"model": "scripted-gold", "messages": messages, "tools": TOOLS, "logprobs": True}
+        | {"return_tokens_as_token_ids": True, "return_token_ids": True},
+    ).json()
+    (choice,) = response["choices"]
+    assert response["prompt_token_ids"] == prompt
+    assert choice["token_ids"] == [int(t["token"].removeprefix("token_id:")) for t in choice["logprobs"]["content"]]
