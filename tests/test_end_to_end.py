@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,15 @@ def test_records_carry_stage_timings_and_environment_fields(rollouts):
     assert all(r["pass_fraction"] == 1.0 for r in rollouts["code"]["gold"])
     assert all(r["stop_reason"] == "finish_tool" and r["patch_bytes"] > 0 for r in rollouts["swe"]["gold"])
     assert all(r["patch_bytes"] == 0 for r in rollouts["swe"]["wrong"])  # submitted without a change
+
+
+def test_swe_samples_of_one_task_started_from_one_staged_sandbox(stack, rollouts):
+    """share_init (on for SWE): the gold, wrong and malformed samples of each task (the rewards
+    asserted above) were forks of one staging per task, not stagings of their own."""
+    with urllib.request.urlopen(f"{stack.server_urls()['swe']}/status", timeout=10) as response:
+        shared = json.load(response)["shared_init"]
+    tasks = len(read_jsonl(example("swe")))
+    assert shared["templates"] <= tasks and shared["forks"] >= len(MODES) * tasks, shared
 
 
 def test_aggregate_metrics_were_written(stack, rollouts):
