@@ -77,7 +77,7 @@ eval: setup link-venvs configs
 	$(PY) -m prorl_gym.evaluation --env $(ENV) --split $(SPLIT) --repeats $(REPEATS) $(if $(LIMIT),--limit $(LIMIT)) \
 	  $(if $(filter-out scripted,$(POLICY)),--policy-base-url $(POLICY) --policy-model $(MODEL)) $(if $(OUT),--out $(OUT))
 
-BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput pipeline_overlap fork
+BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput pipeline_overlap fork peer_nemo_gym
 bench: setup link-venvs configs
 	@mkdir -p results/bench
 	@for b in $(BENCHMARKS); do echo "== $$b"; $(PY) -m benchmarks.$$b | tee results/bench/$$b.log | tail -1; done

@@ -72,6 +72,7 @@ class Stack:
     head_host: str = "127.0.0.1"
     head_port: int = field(default_factory=free_port)
     policy_port: int = field(default_factory=free_port)
+    root: Path = REPO_ROOT  # where ng_run runs (config and server paths are relative to it)
     _procs: list[subprocess.Popen] = field(default_factory=list)
 
     @property
@@ -99,7 +100,7 @@ class Stack:
         with open(self.log_dir / log_name, "w") as log:
             proc = subprocess.Popen(
                 argv,
-                cwd=REPO_ROOT,
+                cwd=self.root,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,

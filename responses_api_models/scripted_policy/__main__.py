@@ -26,9 +26,20 @@ def main() -> None:
     parser.add_argument("--mode", default="gold", choices=MODES)
     parser.add_argument("--tool-calls", type=int, default=1, help="tool calls before the answer (gold/wrong)")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="simulated generation latency")
+    parser.add_argument(
+        "--tool-alias",
+        action="append",
+        default=[],
+        metavar="RECORDED=NAME",
+        help="call a recorded tool by another name",
+    )
     args = parser.parse_args()
     policy = ScriptedPolicy.from_files(
-        args.data, default_mode=args.mode, tool_calls=args.tool_calls, latency_s=args.latency_ms / 1000
+        args.data,
+        default_mode=args.mode,
+        tool_calls=args.tool_calls,
+        latency_s=args.latency_ms / 1000,
+        tool_aliases=dict(alias.split("=", 1) for alias in args.tool_alias),
     )
     print(f"scripted policy (stand-in for a GPU model) on http://{args.host}:{args.port}/v1", flush=True)
     uvicorn.run(create_app(policy), host=args.host, port=args.port, log_level="warning")

@@ -43,12 +43,21 @@ def _key(text: str) -> str:
 
 
 class ScriptedPolicy:
-    def __init__(self, rows: list[dict], default_mode: str = "gold", tool_calls: int = 1, latency_s: float = 0.0):
+    def __init__(
+        self,
+        rows: list[dict],
+        default_mode: str = "gold",
+        tool_calls: int = 1,
+        latency_s: float = 0.0,
+        tool_aliases: dict[str, str] | None = None,
+    ):
         if default_mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         self.default_mode = default_mode
         self.tool_calls = tool_calls
         self.latency_s = latency_s
+        # recorded tool name -> the name to call it by (another stack's tool for the same actions)
+        self.tool_aliases = tool_aliases or {}
         self._rows = {_key(_first_user_text(row["responses_create_params"]["input"])): row for row in rows}
         self._scripts: dict[tuple[str, str], list[Step]] = {}
 
@@ -83,9 +92,17 @@ class ScriptedPolicy:
             return Step(content="[scripted policy: no recorded actions for this task]")
         script = self._scripts.get((key, mode))
         if script is None:
-            script = self._scripts[(key, mode)] = build_script(row, mode, tool_calls=self.tool_calls)
+            script = build_script(row, mode, tool_calls=self.tool_calls)
+            if self.tool_aliases:
+                script = [_aliased(step, self.tool_aliases) for step in script]
+            self._scripts[(key, mode)] = script
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         return script[min(turn, len(script) - 1)]
+
+
+def _aliased(step: Step, aliases: dict[str, str]) -> Step:
+    calls = [call | {"name": aliases.get(call["name"], call["name"])} for call in step.tool_calls]
+    return Step(content=step.content, tool_calls=calls)
 
 
 def create_app(policy: ScriptedPolicy) -> FastAPI:

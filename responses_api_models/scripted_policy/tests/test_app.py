@@ -120,3 +120,9 @@ def test_return_token_ids_gives_the_ids_tokenize_and_logprobs_give(client):
     (choice,) = response["choices"]
     assert response["prompt_token_ids"] == prompt
     assert choice["token_ids"] == [int(t["token"].removeprefix("token_id:")) for t in choice["logprobs"]["content"]]
+
+
+def test_a_tool_alias_plays_the_recorded_actions_under_another_stacks_tool_name():
+    client = TestClient(create_app(ScriptedPolicy(ROWS, tool_aliases={"python": "execute_python"})))
+    call = chat(client, start(ROWS[0]))["message"]["tool_calls"][0]["function"]
+    assert call["name"] == "execute_python" and json.loads(call["arguments"])["code"]
