@@ -27,6 +27,10 @@ follow a path the sandbox controls):
   <private>/run/            kernel sockets, same absolute path inside; as root it belongs to
                             root and each kernel gets a subdirectory the sandbox may write
                             only until its sockets are bound (see runtime/kernel.py)
+  <root>/.fork-base-<d>/    read-only, empty: what a staging sandbox's overlay starts from
+  <private>/upper/, overlay-work/   a fork's (or staging sandbox's) writes, owned by the
+                            sandbox uid; the host never reads them (sandbox/fork.py)
+The shared ones are built in shared_dirs.py.
 """
 
 from __future__ import annotations
@@ -34,19 +38,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import functools
-import hashlib
 import json
 import logging
 import os
 import shutil
 import signal
-import tempfile
-import threading
 from pathlib import Path
 
 from prorl_gym.runtime.fdwait import fd_event
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, exits_by_itself, kill_session, reap
+from prorl_gym.sandbox.backends import shared_dirs
+from prorl_gym.sandbox.backends.shared_dirs import empty_base
 from prorl_gym.sandbox.errors import SandboxStartError
 from prorl_gym.sandbox.limits import prlimit_prefix, rlimits, ulimit_command
 from prorl_gym.sandbox.spec import SANDBOX_ENV, SandboxSpec
@@ -60,20 +62,6 @@ log = logging.getLogger(__name__)
 # ignore the signals a sandbox could send it and reap whatever is orphaned to it.
 HOLDER = 'printf ready >&3; exec 3>&-; trap "" HUP INT QUIT TERM; while :; do sleep 86400 & wait $!; done'
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
-ETC_FILES = (
-    "alternatives",
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "localtime",
-    "nsswitch.conf",
-    "hosts",
-    "protocols",
-    "services",
-    "mime.types",
-)
-ETC_BUILD_PREFIX = ".etc-build-"  # a shared /etc being built (a killed server's is removed by the reaper)
-ETC_NETWORK_FILES = ("resolv.conf", "ssl", "ca-certificates", "gai.conf")
 
 
 class IsolationUnavailable(SandboxStartError):
@@ -120,48 +108,9 @@ def sandbox_uid_for(spec: SandboxSpec) -> int:
     return spec.backend.host_uid if os.geteuid() == 0 and spec.backend.host_uid != 0 else os.getuid()
 
 
-_ETC_LOCK = threading.Lock()  # placements call shared_etc from threads: one build per process, not one each
-
-
 def shared_etc(spec: SandboxSpec) -> Path:
-    """The read-only /etc of this root's sandboxes (see the module docstring)."""
-    with _ETC_LOCK:
-        return _shared_etc(spec.root_dir, sandbox_uid_for(spec), spec.workspace, spec.network)
-
-
-@functools.lru_cache(maxsize=16)
-def _shared_etc(root_dir: str, uid: int, workspace: str, network: bool) -> Path:
-    """Built once per content (digest of the host files it copies, the uid, the network
-    switch) and per process; atomic, so servers sharing a root can race. Builds left half done by
-    a killed server (their pid is in the name) are removed first."""
-    for stale in Path(root_dir).glob(f"{ETC_BUILD_PREFIX}*"):
-        pid = stale.name.removeprefix(ETC_BUILD_PREFIX).split("-", 1)[0]
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            shutil.rmtree(stale, ignore_errors=True)
-    names = [n for n in ETC_FILES + (ETC_NETWORK_FILES if network else ()) if os.path.lexists(f"/etc/{n}")]
-    stamp = [(n, os.lstat(f"/etc/{n}").st_mtime_ns, os.lstat(f"/etc/{n}").st_size) for n in names]
-    digest = hashlib.sha256(repr((stamp, uid, workspace)).encode()).hexdigest()[:16]
-    target = Path(root_dir) / f".etc-{digest}"
-    if target.is_dir():
-        return target
-    building = Path(tempfile.mkdtemp(prefix=f"{ETC_BUILD_PREFIX}{os.getpid()}-", dir=root_dir))
-    for name in names:
-        src, dst = Path("/etc", name), building / name
-        if src.is_dir() and not src.is_symlink():
-            shutil.copytree(src, dst, symlinks=True)
-        else:
-            shutil.copy2(src, dst, follow_symlinks=False)
-    # Host users other than the agent are unmapped inside and show as 65534 ("nobody").
-    (building / "passwd").write_text(
-        f"agent:x:{uid}:{uid}:agent:{workspace}:/bin/bash\nnobody:x:65534:65534:host users:/:/bin/false\n"
-    )
-    (building / "group").write_text(f"agent:x:{uid}:\nnogroup:x:65534:\n")
-    os.chmod(building, 0o755)
-    try:
-        building.rename(target)
-    except OSError:  # another server built it first
-        shutil.rmtree(building, ignore_errors=True)
-    return target
+    """The read-only /etc of this root's sandboxes (see the module docstring and shared_dirs.py)."""
+    return shared_dirs.shared_etc(spec.root_dir, sandbox_uid_for(spec), spec.workspace, spec.network)
 
 
 def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int, etc_dir: Path) -> list[str]:
@@ -236,25 +185,6 @@ def lower_dir(spec: SandboxSpec) -> str | None:
     if spec.template_dir is not None:
         return spec.template_dir
     return str(empty_base(spec.root_dir, spec.workspace)) if spec.staging else None
-
-
-_BASE_LOCK = threading.Lock()
-
-
-def empty_base(root_dir: str, workspace: str) -> Path:
-    """<root>/.fork-base-<workspace digest>/files: empty /tmp and workspace, read-only to sandboxes."""
-    base = Path(root_dir) / (".fork-base-" + hashlib.sha256(workspace.encode()).hexdigest()[:12])
-    with _BASE_LOCK:
-        if not base.is_dir():
-            building = Path(tempfile.mkdtemp(prefix=f"{base.name}-", dir=root_dir))
-            for path in ("/tmp", workspace):
-                (building / "files" / path.lstrip("/")).mkdir(mode=0o755, parents=True)
-            os.chmod(building, 0o755)
-            try:
-                building.rename(base)
-            except OSError:  # another server made it first
-                shutil.rmtree(building, ignore_errors=True)
-    return base / "files"
 
 
 def overlay_dirs(private_dir: Path, path: str) -> tuple[Path, Path]:
