@@ -94,3 +94,8 @@ def cpu_spent(before: dict[int, Proc], after: dict[int, Proc]) -> dict[str, floa
             spent["sandbox" if proc.kind == "resources_server" else proc.kind] += sign * proc.reaped_s
     total = sum(spent.values())
     return {kind: round(value, 3) for kind, value in sorted(spent.items())} | {"total": round(total, 3)}
+
+
+def harness_ms_per_rollout(spent: dict[str, float], rollouts: int) -> float:
+    """CPU-ms per rollout of every process but the scripted policy (it stands in for the GPU's server)."""
+    return round((spent["total"] - spent.get("policy", 0.0)) * 1000 / rollouts, 1)

@@ -31,7 +31,7 @@ import aiohttp
 import nemo_gym
 
 from benchmarks.common import emit, raise_fd_limit, sandbox_root
-from benchmarks.cpu import cpu_spent, snapshot
+from benchmarks.cpu import cpu_spent, harness_ms_per_rollout, snapshot
 from benchmarks.rollouts import MATH_EXAMPLE, drive, math_rows
 from prorl_gym.client import agent_url
 from prorl_gym.environments import environment
@@ -101,7 +101,7 @@ async def measure(stack: Stack, agent: str, server: str, rows: list[dict], args,
     return {
         "rollouts_per_min": round(len(records) / wall * 60, 1),
         "mean_reward": statistics.fmean(r.get("reward", 0.0) for r in records),
-        "cpu_ms_per_rollout": round((cpu["total"] - cpu.get("policy", 0.0)) * 1000 / len(records), 1),
+        "cpu_ms_per_rollout": harness_ms_per_rollout(cpu, len(records)),
         "python_call_p50_ms": await tool_p50_ms(stack.server_urls()[server], seed, route, body, args.calls),
     }
 

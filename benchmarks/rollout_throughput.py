@@ -26,7 +26,7 @@ import asyncio
 import statistics
 
 from benchmarks.common import emit, raise_fd_limit
-from benchmarks.cpu import cpu_spent, snapshot
+from benchmarks.cpu import cpu_spent, harness_ms_per_rollout, snapshot
 from benchmarks.rollouts import Bench, drive, math_rows, math_stack
 
 TARGETS = {
@@ -90,8 +90,7 @@ async def measure(bench: Bench, rollouts: int, concurrency: int, single_rollouts
         "mean_reward": statistics.fmean(r["reward"] for r in records),
         "turns_per_rollout": statistics.fmean(r["num_turns"] for r in records),
         "contiguous_fraction": sum(contiguous) / len(contiguous),
-        # the harness's CPU: every process but the scripted policy (it stands in for the GPU's server)
-        "cpu_ms_per_rollout": round((cpu["total"] - cpu.get("policy", 0.0)) * 1000 / len(records), 1),
+        "cpu_ms_per_rollout": harness_ms_per_rollout(cpu, len(records)),
         "cpu_ms_per_rollout_by_kind": {k: round(v * 1000 / len(records), 1) for k, v in cpu.items() if k != "total"},
     }
     results |= overhead_profile(single, busy) if single else {}

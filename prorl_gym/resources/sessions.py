@@ -118,19 +118,12 @@ class SandboxSessions:
 
         `spec`: this task's own (e.g. with its repository bound in); the warm pool only
         serves the server's default spec."""
-        await self.release(session_id)
-        try:
-            sandbox = await self._new(spec)
-        except SandboxError:
-            self.counts["start_failures"] += 1
-            raise
-        return self._register(session_id, sandbox)
+        return await self._open(session_id, lambda: self._new(spec))
 
     async def create_shared(
         self, session_id: str, key: str, spec: SandboxSpec, stage: Callable[[Sandbox], Awaitable[None]]
     ) -> Sandbox:
         """A fork of the task's template (see shared_init.py), staged by `stage` if there is none yet."""
-        await self.release(session_id)
 
         async def make_template():
             staging = await create_sandbox(staging_spec(spec), zygote=self._zygote_for(spec))
@@ -140,22 +133,26 @@ class SandboxSessions:
             finally:
                 await staging.close()
 
-        try:
-            sandbox = await self.shared_init.fork(key, make_template)
-        except SandboxError:
-            self.counts["start_failures"] += 1
-            raise
-        return self._register(session_id, sandbox)
+        return await self._open(session_id, lambda: self.shared_init.fork(key, make_template))
 
     async def create_branch(self, session_id: str, snapshot_id: str) -> Sandbox:
         """A sandbox as another session's was when the snapshot was taken (snapshots.py)."""
+        return await self._open(session_id, lambda: self.snapshots.branch(snapshot_id))
+
+    async def _open(self, session_id: str, start: Callable[[], Awaitable[Sandbox]]) -> Sandbox:
+        """The session's new sandbox from `start` (a stale one from a retried seed is closed first)."""
         await self.release(session_id)
         try:
-            sandbox = await self.snapshots.branch(snapshot_id)
+            sandbox = await start()
         except SandboxError:
             self.counts["start_failures"] += 1
             raise
-        return self._register(session_id, sandbox)
+        self.counts["started"] += 1
+        if self._prepare:
+            self._prepare(sandbox)
+        self._sandboxes[session_id] = sandbox
+        self._last_used[session_id] = time.monotonic()
+        return sandbox
 
     async def _new(self, spec: SandboxSpec | None) -> Sandbox:
         if spec is not None and spec != self.spec:
@@ -166,14 +163,6 @@ class SandboxSessions:
         """The server's zygote, if its forks can join this spec's sandboxes."""
         shares = self.zygote is not None and get_backend(spec).zygote_config(spec) == self.zygote.config
         return self.zygote if shares else None
-
-    def _register(self, session_id: str, sandbox: Sandbox) -> Sandbox:
-        self.counts["started"] += 1
-        if self._prepare:
-            self._prepare(sandbox)
-        self._sandboxes[session_id] = sandbox
-        self._last_used[session_id] = time.monotonic()
-        return sandbox
 
     def get(self, session_id: str) -> Sandbox:
         try:

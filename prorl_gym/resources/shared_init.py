@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import hashlib
 import json
-import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,8 +23,6 @@ from typing import Any
 
 from prorl_gym.sandbox import Sandbox, SandboxError
 from prorl_gym.sandbox.fork import Template
-
-log = logging.getLogger(__name__)
 
 # Row keys that differ between the samples of one task, and never change how it is staged.
 PER_SAMPLE_KEYS = ("responses_create_params", "_ng_rollout_index", "_ng_task_index")

@@ -216,8 +216,7 @@ async def freeze(sandbox: Sandbox, timeout: float = 60.0, consume: bool = False)
         if take_writes:  # its writes on disk become the template's files
             sandbox.placement.keep_writes(files)
         else:
-            await asyncio.to_thread(_make_dirs, files, dirs)
-            await _copy_files(sandbox, files, timeout)
+            await _copy_files(sandbox, files, timeout)  # extraction makes `files` and what it holds
         if consume:
             await sandbox.close()
         await asyncio.to_thread(_make_dirs, files, dirs)

@@ -243,14 +243,8 @@ class Pipeline:
         a.snapshots.append(TurnSnapshot(turn=turn, snapshot_id=snapshot_id, output_items=len(a.loop.outputs)))
 
     async def release_snapshots(self, snapshot_ids: list[str]) -> None:
-        if not snapshot_ids:
-            return
-        try:
-            async with asyncio.timeout(self.release_timeout_s):
-                body = {"snapshot_ids": snapshot_ids}
-                await self._call(Stage.EVAL, FailureType.EVAL_ERROR, "/snapshots/release", body, {})
-        except Exception:
-            log.warning("could not release snapshots; the resources server will expire them", exc_info=True)
+        if snapshot_ids:
+            await self._release_what("/snapshots/release", {"snapshot_ids": snapshot_ids}, {}, "snapshots")
 
     # ------------------------------------------------------------------ EVAL
 
@@ -279,11 +273,15 @@ class Pipeline:
         return response.status, payload
 
     async def _release(self, cookies: dict) -> None:
+        await self._release_what("/release", {}, cookies, "the sandbox")
+
+    async def _release_what(self, path: str, body: dict, cookies: dict, what: str) -> None:
+        """Best effort, bounded: what is not released here the resources server expires."""
         try:
             async with asyncio.timeout(self.release_timeout_s):
-                await self._call(Stage.EVAL, FailureType.EVAL_ERROR, "/release", {}, cookies)
+                await self._call(Stage.EVAL, FailureType.EVAL_ERROR, path, body, cookies)
         except Exception:
-            log.warning("could not release the sandbox; the resources server will expire it", exc_info=True)
+            log.warning("could not release %s; the resources server will expire it", what, exc_info=True)
 
     # ------------------------------------------------------------------ the record
 
