@@ -146,11 +146,14 @@ class IPythonKernel:
         conn_file = host.control_dir / f"kernel-{token}.json"
         _write_new(conn_file, json.dumps(info).encode(), 0o644)
         log = str(host.log_dir / f"kernel-{token}.log")
-        args = ["-f", str(conn_file), "--HistoryManager.enabled=False", "--quiet"]
         ready_r, ready_w = os.pipe()
         try:
             self.pid = await (
-                self._fork(host, log, ready_w, args) if self._zygote else self._spawn(host, log, ready_w, args)
+                self._fork(host, log, ready_w, str(conn_file))
+                if self._zygote
+                else self._spawn(
+                    host, log, ready_w, ["-f", str(conn_file), "--HistoryManager.enabled=False", "--quiet"]
+                )
             )
         except (OSError, ZygoteError) as exc:
             os.close(ready_r)
@@ -172,23 +175,28 @@ class IPythonKernel:
             client.start_channels(hb=False)
             self._client = client
             await self._wait_ready(time.monotonic() + self.start_timeout_s)
-            # posix_spawn has no cwd; move the kernel into its working directory first.
-            chdir = f"import os as _os; _os.chdir({host.workspace!r}); del _os"
-            result = PythonResult(output="")
-            state = await self._collect(
-                self._client.execute(chdir, silent=True, store_history=False),
-                BoundedOutput(),
-                result,
-                time.monotonic() + self.start_timeout_s,
-            )
-            if state != "idle" or result.error:
-                raise KernelError(f"could not enter {host.workspace}: {state} {result.error}")
+            if not self._zygote:
+                await self._enter_workspace()
         except Exception as exc:
             detail = _tail(log)
             await self.close()
             raise KernelError(f"kernel did not become ready: {exc!r}\n{detail}") from exc
         finally:
             os.close(ready_r)
+
+    async def _enter_workspace(self) -> None:
+        """posix_spawn has no cwd: move a started kernel into its working directory (a forked one
+        is there already)."""
+        chdir = f"import os as _os; _os.chdir({self._host.workspace!r}); del _os"
+        result = PythonResult(output="")
+        state = await self._collect(
+            self._client.execute(chdir, silent=True, store_history=False),
+            BoundedOutput(),
+            result,
+            time.monotonic() + self.start_timeout_s,
+        )
+        if state != "idle" or result.error:
+            raise KernelError(f"could not enter {self._host.workspace}: {state} {result.error}")
 
     async def _spawn(self, host: KernelHost, log: str, ready_w: int, args: list[str]) -> int:
         argv = host.wrap([host.python, "-c", LAUNCHER, *args])
@@ -207,7 +215,7 @@ class IPythonKernel:
             setsigdef=DEFAULT_SIGNALS,
         )
 
-    async def _fork(self, host: KernelHost, log: str, ready_w: int, args: list[str]) -> int:
+    async def _fork(self, host: KernelHost, log: str, ready_w: int, connection_file: str) -> int:
         log_fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         try:
             fds = [log_fd, ready_w, *host.spawn_fds.values()]
@@ -216,7 +224,7 @@ class IPythonKernel:
                 fds=fds,
                 env=host.environment(),
                 cwd=host.workspace,
-                argv=args,
+                connection_file=connection_file,
                 rlimits=host.rlimits,
             )
         finally:

@@ -92,7 +92,7 @@ class KernelZygote:
         fds: list[int],
         env: dict[str, str],
         cwd: str,
-        argv: list[str],
+        connection_file: str,
         rlimits: dict[str, int | list[int]],
     ) -> int:
         """A kernel in the sandbox whose pid 1 is init_pid (None: no namespaces to join).
@@ -100,7 +100,9 @@ class KernelZygote:
         fds: [log, ready] or [log, ready, user namespace]. Returns the kernel's host pid."""
         if self._channel is None:
             raise ZygoteError("the kernel zygote is not running")
-        request = json.dumps({"init_pid": init_pid, "env": env, "cwd": cwd, "argv": argv, "rlimits": rlimits})
+        request = json.dumps(
+            {"init_pid": init_pid, "env": env, "cwd": cwd, "connection_file": connection_file, "rlimits": rlimits}
+        )
         # One request, one reply, in order: a caller cancelled in between must not leave its
         # reply to the next request. So the exchange is a task of its own that always runs to
         # its end (with its own copies of the fds), and a kernel started for a caller that

@@ -48,6 +48,21 @@ async def test_forked_kernel_runs_inside_its_sandbox(sandboxes):
     assert kernels == "1"  # the forked kernel (it keeps the zygote's command line) is a process of this sandbox
 
 
+async def test_forked_kernel_is_configured_without_a_command_line(sandboxes):
+    """The zygote configures kernels itself: as the launcher's flags say (no history, quiet
+    log), with no debugger and no %store (it would persist values in the profile directory)."""
+    sb = await sandboxes()
+    code = (
+        "from ipykernel.kernelapp import IPKernelApp\n"
+        "ip = get_ipython()\n"
+        "print(ip.history_manager.enabled, IPKernelApp.instance().log_level, hasattr(ip.kernel, 'debugger'))\n"
+        "import sys; print('debugpy' in sys.modules and sys.modules['debugpy'] is not None)"
+    )
+    assert (await sb.python(code)).output == "False 50 False\nFalse\n"
+    stored = await sb.python("%store")
+    assert "UsageError: Line magic function `%store` not found" in stored.output, stored
+
+
 async def test_each_sandbox_gets_a_fresh_kernel(sandboxes):
     a, b = await sandboxes(), await sandboxes()
     await a.python("secret = 42")
