@@ -78,7 +78,12 @@ eval: setup link-venvs configs
 	  $(if $(filter-out scripted,$(POLICY)),--policy-base-url $(POLICY) --policy-model $(MODEL)) $(if $(OUT),--out $(OUT))
 
 BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput pipeline_overlap fork peer_nemo_gym
-bench: setup link-venvs configs
+BENCH_STAMP := $(VENV)/.prorl-bench-installed
+$(BENCH_STAMP): pyproject.toml $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	@touch $@
+
+bench: setup link-venvs configs $(BENCH_STAMP)
 	@mkdir -p results/bench
 	@for b in $(BENCHMARKS); do echo "== $$b"; $(PY) -m benchmarks.$$b | tee results/bench/$$b.log | tail -1; done
 

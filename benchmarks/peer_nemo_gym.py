@@ -14,7 +14,8 @@ agent's `/run` at the same concurrency. Reported: rollouts per minute, a Python 
 through its HTTP route (`/execute_python` vs `/python`, one session, sequential), and CPU per
 rollout from /proc over the whole stack but the scripted policy (benchmarks/cpu.py).
 The peer's servers run from a scratch directory of links (ng_run wants server paths relative
-to where it runs); nothing of this repository changes.
+to where it runs); nothing of this repository changes. Then SWE-ReX's shell against ours
+(benchmarks/peer_swerex.py: `echo hi` p50 and a shell's start, `swerex_vs_ours_bash_echo`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 import aiohttp
 import nemo_gym
 
+from benchmarks import peer_swerex
 from benchmarks.common import emit, raise_fd_limit, sandbox_root
 from benchmarks.cpu import cpu_spent, harness_ms_per_rollout, snapshot
 from benchmarks.rollouts import MATH_EXAMPLE, drive, math_rows
@@ -163,6 +165,7 @@ def main() -> None:
     raise_fd_limit()
     peer, ours = run_peer(args), run_ours(args)
     print(f"peer {peer}\nours {ours}", flush=True)
+    shells = asyncio.run(peer_swerex.compare(args.calls))
     emit(
         "peer_nemo_gym",
         {
@@ -176,6 +179,7 @@ def main() -> None:
             "ours_cpu_ms_per_rollout": ours["cpu_ms_per_rollout"],
             "peer_mean_reward": peer["mean_reward"],
             "ours_mean_reward": ours["mean_reward"],
+            **shells,
         },
     )
 
