@@ -33,6 +33,14 @@ async def test_bash_python_and_files_share_one_workspace(sandbox: Sandbox):
         await sandbox.edit_file("notes/a.md", "absent", "x")
 
 
+async def test_the_tools_leave_nothing_in_the_workspace_the_agent_did_not_write(sandbox: Sandbox):
+    """The workspace is the agent's (and a SWE patch is `git add -A` of it): IPython keeps its
+    profile under /tmp, not in HOME."""
+    await sandbox.python("1")
+    await sandbox.write_file("mine.txt", "x")
+    assert (await sandbox.bash("ls -A")).output == "mine.txt\n"
+
+
 async def test_upload_and_download(sandbox: Sandbox, tmp_path):
     src = tmp_path / "src.bin"
     src.write_bytes(os.urandom(10_000))

@@ -105,7 +105,7 @@ def config_dir_of(options: ApptainerOptions, root_dir: str | Path) -> Path:
 def container_env(spec: SandboxSpec) -> dict[str, str]:
     """The env file's variables (HOME aside): bwrap's allow-list, PATH only if spec.env sets it;
     no bytecode (it would fill the overlay and go stale as the agent edits)."""
-    env = {"TMPDIR": "/tmp", "PYTHONDONTWRITEBYTECODE": "1", **SANDBOX_ENV}
+    env = {"TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython", "PYTHONDONTWRITEBYTECODE": "1", **SANDBOX_ENV}
     return {key: value for key, value in (env | spec.env).items() if key != "HOME"}
 
 

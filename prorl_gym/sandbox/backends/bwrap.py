@@ -318,6 +318,7 @@ class BwrapPlacement:
             "PATH": f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
             "HOME": self.workspace,
             "TMPDIR": "/tmp",
+            "IPYTHONDIR": "/tmp/.ipython",  # IPython's profile, not in the agent's workspace (HOME)
             **SANDBOX_ENV,
         }
         env.update(self._spec.env)

@@ -88,6 +88,7 @@ class UnisolatedPlacement:
             "PATH": f"{Path(self.python).parent}:{os.environ.get('PATH', '/usr/local/bin:/usr/bin:/bin')}",
             "HOME": self.workspace,
             "TMPDIR": str(self.private_dir / "tmp"),
+            "IPYTHONDIR": str(self.private_dir / "tmp" / ".ipython"),  # not in the agent's workspace (HOME)
             **SANDBOX_ENV,
         }
         env.update(self._spec.env)
