@@ -71,7 +71,15 @@ libc = ctypes.CDLL(None, use_errno=True)
 
 
 # What the server's `ipykernel_launcher` command line says, as config: no argument parsing per kernel.
-KERNEL_CONFIG = Config({"HistoryManager": {"enabled": False}, "Application": {"log_level": logging.CRITICAL}})
+# And no 0.5 ms sleep after each execution: ipykernel's workaround for clients that stop reading
+# at execute_reply; ours reads IOPub until the execution's idle status, which comes after its output.
+KERNEL_CONFIG = Config(
+    {
+        "HistoryManager": {"enabled": False},
+        "Application": {"log_level": logging.CRITICAL},
+        "IPythonKernel": {"_execute_sleep": 0.0},
+    }
+)
 
 
 class ZygoteKernelApp(IPKernelApp):
