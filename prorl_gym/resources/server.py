@@ -20,7 +20,7 @@ import time
 from typing import Any, ClassVar
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from nemo_gym.base_resources_server import (
     BaseResourcesServerConfig,
     BaseSeedSessionRequest,
@@ -113,7 +113,12 @@ def _route(method, body_type: type[BaseModel]):
     """`method(self, request, body)` as a route whose body FastAPI validates as `body_type`."""
 
     async def route(self, request: Request, body):
-        return await method(self, request, body)
+        result = await method(self, request, body)
+        if isinstance(result, BaseModel):
+            # Serialised by pydantic in one pass: without a response model FastAPI would walk the
+            # whole transcript (every token id) in Python (jsonable_encoder), ~12% of this server's CPU.
+            return Response(result.model_dump_json(by_alias=True), media_type="application/json")
+        return result
 
     params = list(inspect.signature(route).parameters.values())
     route.__signature__ = inspect.Signature(

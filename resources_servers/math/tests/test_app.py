@@ -44,6 +44,23 @@ def test_a_rollout_uses_the_sandbox_then_verify_scores_and_closes_it(client):
     assert gone.status_code == 409 and gone.json()["error"]["type"] == "unknown_session"
 
 
+def test_verify_answers_the_transcript_as_sent_token_ids_included(client):
+    """What NeMo RL trains on comes back from /verify unchanged (serialised by pydantic, as
+    FastAPI's own encoder would: aliases, every field)."""
+    row = EXAMPLE[0]
+    response = transcript(f"\\boxed{{{row['expected_answer']}}}", [("python", '{"code": "1"}')])
+    ids = {
+        "prompt_token_ids": list(range(3000)),
+        "generation_token_ids": [7, 8, 9],
+        "generation_log_probs": [-0.5] * 3,
+    }
+    response["output"][-1] |= ids
+    sent = row | {"response": response}
+    result = client.post("/verify", json=sent).json()
+    assert result["reward"] == 1.0
+    assert {k: result["response"]["output"][-1][k] for k in ids} == ids
+
+
 @pytest.mark.parametrize("row", EXAMPLE, ids=[r["generator"] for r in EXAMPLE])
 def test_gold_scores_one_and_wrong_scores_zero(client, row):
     client.post("/seed_session", json=row)
