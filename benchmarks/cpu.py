@@ -52,6 +52,8 @@ def _kind(pid: int, parent_kind: str | None) -> str:
         return "kernel"  # the zygote, the kernels it forked (and their intermediates)
     if "scripted_policy" in cmdline:
         return "policy"
+    if "ray::" in cmdline or "/site-packages/ray/" in cmdline or cmdline.startswith("ray-"):
+        return "ray"  # the Ray cluster NeMo Gym's ng_run starts for every stack (its daemons, idle workers)
     if "ng_run" in cmdline:
         return "ng_run"
     if cmdline.startswith(("bwrap", "setpriv", "nsenter", "bash", "/bin/sh")) or parent_kind == "sandbox":

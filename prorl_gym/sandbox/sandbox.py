@@ -85,8 +85,11 @@ class Sandbox:
                 return
             try:
                 await self._shell.start()
-            except ShellError as exc:
+            except ShellError as exc:  # the shell has closed itself
                 raise SandboxStartError(f"sandbox {self.id}: {exc}") from exc
+            except BaseException:  # cancelled mid-start: no half-started shell is left for the next call
+                await asyncio.shield(self._shell.close())
+                raise
             self._shell_started = True
 
     async def close(self) -> None:

@@ -68,6 +68,17 @@ async def test_shell_starts_only_when_bash_is_used(sandbox: Sandbox):
     assert (await sandbox.bash("echo $GREETING $PWD")).output == "hi /tmp\n"
 
 
+async def test_a_bash_call_cancelled_while_its_shell_starts_leaves_no_shell_behind(sandbox: Sandbox):
+    call = asyncio.create_task(sandbox.bash("echo one"))
+    while sandbox._shell.pid <= 0:  # the shell's process exists; its prompt has not come yet
+        await asyncio.sleep(0)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    result = await sandbox.bash("ps -eo comm | grep -c '^bash$'")
+    assert result.output == "1\n" and not result.shell_restarted
+
+
 async def test_a_warmed_up_kernel_serves_the_first_call_and_keeps_its_state(sandbox: Sandbox):
     sandbox.warm_up_kernel()
     sandbox.warm_up_kernel()  # once is enough: a second call starts nothing more
