@@ -1,7 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""The Sandbox API: one isolated place with a persistent shell, a Python kernel and files, each
-started on first use.
+"""The Sandbox API: one isolated place with a persistent shell, a lazy Python kernel and files.
 
     async with await create_sandbox(SandboxSpec()) as sb:
         await sb.bash("cd /tmp && ls")
@@ -50,8 +49,6 @@ class Sandbox:
         self.host = socket.gethostname()  # where it runs: a remote backend's placement says otherwise
         # A fork starts its shell where its parent's was; its Python state comes with its kernel.
         self._shell = self._new_shell(spec.output_limit_bytes, RESTORE_SHELL if spec.template_dir else "")
-        self._shell_started = False
-        self._shell_start = asyncio.Lock()
         self.python_state_pending = False
         self._file_shell = self._new_shell(spec.output_limit_bytes)
         self._kernel: IPythonKernel | None = None
@@ -77,20 +74,16 @@ class Sandbox:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def _start_shell(self) -> None:
-        """The shell starts on first use, like the kernel: a math rollout that only runs Python
-        never pays for one (~4 CPU-ms)."""
-        async with self._shell_start:
-            if self._shell_started:
-                return
-            try:
-                await self._shell.start()
-            except ShellError as exc:  # the shell has closed itself
-                raise SandboxStartError(f"sandbox {self.id}: {exc}") from exc
-            except BaseException:  # cancelled mid-start: no half-started shell is left for the next call
-                await asyncio.shield(self._shell.close())
-                raise
-            self._shell_started = True
+    async def start(self) -> Sandbox:
+        try:
+            await self._shell.start()
+        except ShellError as exc:
+            await self.close()
+            raise SandboxStartError(f"sandbox {self.id}: {exc}") from exc
+        except BaseException:  # cancelled mid-start: nothing may be left running
+            await asyncio.shield(self.close())
+            raise
+        return self
 
     async def close(self) -> None:
         """Kill everything the sandbox started and remove its resources. Idempotent."""
@@ -141,8 +134,6 @@ class Sandbox:
 
     async def bash(self, command: str, timeout: float | None = None) -> ShellResult:
         self._check_open()
-        if not self._shell_started:
-            await self._start_shell()
         return await self._shell.run(command, timeout or self.spec.command_timeout_s)
 
     async def python(self, code: str, timeout: float | None = None) -> PythonResult:
@@ -275,7 +266,7 @@ async def create_sandbox(
         if on_close is not None:
             await on_close(sandbox_id)
         raise
-    return Sandbox(spec, placement, zygote, on_close)  # its shells and kernel start on first use
+    return await Sandbox(spec, placement, zygote, on_close).start()  # closes (and drops the lease) on any failure
 
 
 async def _write_lease(root_dir: str, lease: Lease) -> None:

@@ -112,3 +112,27 @@ async def test_a_reused_pid_is_never_signalled(sandbox_spec):
     finally:
         victim.kill()
         victim.wait()
+
+
+async def test_a_sandbox_whose_owner_died_while_bubblewrap_started_is_reaped(sandbox_spec):
+    """The owner died after starting bwrap and before the lease named its pids: bwrap outlives it
+    (--die-with-parent cannot fire for a parent already gone) and mounts nothing yet. It names its
+    private dir on its command line; it and the rest of its session are found by that."""
+    lease = foreign_lease(sandbox_spec, "midstart", f"{short_hostname()}-2-0", expired=True)
+    starting = subprocess.Popen(
+        [
+            "sh",
+            "-c",
+            f"sleep {MARK + 7} & exec {sys.executable} -c 'import time; time.sleep(60)' --ro-bind {lease.private_dir}/ctl",
+        ],
+        start_new_session=True,
+    )
+    try:
+        write_lease(sandbox_spec.root_dir, lease)
+        assert await reap_stale(sandbox_spec.root_dir) == ["midstart"]
+        assert starting.wait(timeout=5) == -signal.SIGKILL
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        assert f"sleep {MARK + 7}" not in ps  # its session went with it
+    finally:
+        starting.kill()
+        starting.wait()

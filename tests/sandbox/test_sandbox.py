@@ -57,28 +57,6 @@ async def test_kernel_starts_only_when_python_is_used(sandbox: Sandbox):
     assert sandbox._kernel is not None and sandbox._kernel.alive
 
 
-async def test_shell_starts_only_when_bash_is_used(sandbox: Sandbox):
-    """A rollout that only runs Python never pays for a shell; the first bash call starts one
-    (not reported as a restart) and later calls share its state."""
-    await sandbox.python("1")
-    commands = "import os; print([open(f'/proc/{p}/comm').read().strip() for p in os.listdir('/proc') if p.isdigit()])"
-    assert "bash" not in (await sandbox.python(commands)).output
-    first = await sandbox.bash("cd /tmp && export GREETING=hi")
-    assert first.exit_code == 0 and not first.shell_restarted
-    assert (await sandbox.bash("echo $GREETING $PWD")).output == "hi /tmp\n"
-
-
-async def test_a_bash_call_cancelled_while_its_shell_starts_leaves_no_shell_behind(sandbox: Sandbox):
-    call = asyncio.create_task(sandbox.bash("echo one"))
-    while sandbox._shell.pid <= 0:  # the shell's process exists; its prompt has not come yet
-        await asyncio.sleep(0)
-    call.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await call
-    result = await sandbox.bash("ps -eo comm | grep -c '^bash$'")
-    assert result.output == "1\n" and not result.shell_restarted
-
-
 async def test_a_warmed_up_kernel_serves_the_first_call_and_keeps_its_state(sandbox: Sandbox):
     sandbox.warm_up_kernel()
     sandbox.warm_up_kernel()  # once is enough: a second call starts nothing more

@@ -20,9 +20,11 @@ import logging
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 from typing import Literal
 
+from prorl_gym.runtime.process import session_members
 from prorl_gym.runtime.zygote import ZygoteConfig
 from prorl_gym.sandbox.backends.base import private_dir_of
 from prorl_gym.sandbox.backends.bwrap import BwrapPlacement, IsolationUnavailable, find_bwrap, unprivileged_prefix
@@ -171,11 +173,11 @@ class LocalBackend:
     async def reap(self, lease: Lease) -> bool:
         # bwrap: killing the holder and pid 1 ends the whole namespace; unisolated: the tag. A lease
         # written before its sandbox started has no pids: if its owner died mid-start, the sandbox's
-        # processes are found by what they have mounted from its private directory.
+        # processes are found by what they mount from its private directory or name on their
+        # command line; the lease stays until a scan finds none.
         await asyncio.to_thread(kill_lease_pids, lease)
         await asyncio.to_thread(kill_tagged, lease.sandbox_id)
-        await asyncio.to_thread(kill_mounting, lease.private_dir)
-        return True
+        return await asyncio.to_thread(kill_leftovers, lease.private_dir)
 
 
 def processes_mounting(directory: str) -> list[int]:
@@ -195,14 +197,41 @@ def processes_mounting(directory: str) -> list[int]:
     return found
 
 
-def kill_mounting(directory: str) -> int:
-    """SIGKILL every process that has a mount from this sandbox's private dir; returns how many."""
-    killed = 0
-    for pid in processes_mounting(directory):
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-            killed += 1
-    return killed
+def processes_naming(directory: str) -> list[int]:
+    """Pids whose command line names this directory: a bwrap setting up the sandbox (and its child
+    until it execs), which has no mount from it yet."""
+    needle = directory.rstrip("/").encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                    if needle in f.read():
+                        found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def kill_leftovers(directory: str, passes: int = 20) -> bool:
+    """SIGKILL what is left of a sandbox from its private dir: every process with a mount from it or
+    naming it, and the rest of their sessions, scanning again until a pass finds none. A bwrap whose
+    parent died while it was still starting is caught here: --die-with-parent cannot fire for a
+    parent already gone, and its sandbox mounts the directory only later. False if some remain."""
+    ours = os.getsid(0)
+    for _ in range(passes):
+        found = set(processes_mounting(directory)) | set(processes_naming(directory))
+        if not found:
+            return True
+        sessions = set()
+        for pid in found:
+            with contextlib.suppress(OSError):
+                sessions.add(os.getsid(pid))
+        for pid in found | {m for sid in sessions - {ours} for m in session_members(sid)}:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+    return False
 
 
 def kill_tagged(sandbox_id: str) -> int:
