@@ -101,3 +101,8 @@ def cpu_spent(before: dict[int, Proc], after: dict[int, Proc]) -> dict[str, floa
 def harness_ms_per_rollout(spent: dict[str, float], rollouts: int) -> float:
     """CPU-ms per rollout of every process but the scripted policy (it stands in for the GPU's server)."""
     return round((spent["total"] - spent.get("policy", 0.0)) * 1000 / rollouts, 1)
+
+
+def ms_per_rollout_by_kind(spent: dict[str, float], rollouts: int) -> dict[str, float]:
+    """The split of cpu_spent, in CPU-ms per rollout (the scripted policy included, for reference)."""
+    return {kind: round(value * 1000 / rollouts, 1) for kind, value in spent.items() if kind != "total"}

@@ -33,7 +33,7 @@ import nemo_gym
 
 from benchmarks import peer_swerex
 from benchmarks.common import emit, raise_fd_limit, sandbox_root
-from benchmarks.cpu import cpu_spent, harness_ms_per_rollout, snapshot
+from benchmarks.cpu import cpu_spent, harness_ms_per_rollout, ms_per_rollout_by_kind, snapshot
 from benchmarks.rollouts import MATH_EXAMPLE, drive, math_rows
 from prorl_gym.client import agent_url
 from prorl_gym.environments import environment
@@ -104,7 +104,7 @@ async def measure(stack: Stack, agent: str, server: str, rows: list[dict], args,
         "rollouts_per_min": round(len(records) / wall * 60, 1),
         "mean_reward": statistics.fmean(r.get("reward", 0.0) for r in records),
         "cpu_ms_per_rollout": harness_ms_per_rollout(cpu, len(records)),
-        "cpu_ms_per_rollout_by_kind": {k: round(v * 1000 / len(records), 1) for k, v in cpu.items() if k != "total"},
+        "cpu_ms_per_rollout_by_kind": ms_per_rollout_by_kind(cpu, len(records)),
         "python_call_p50_ms": await tool_p50_ms(stack.server_urls()[server], seed, route, body, args.calls),
     }
 

@@ -26,7 +26,7 @@ import asyncio
 import statistics
 
 from benchmarks.common import emit, raise_fd_limit
-from benchmarks.cpu import cpu_spent, harness_ms_per_rollout, snapshot
+from benchmarks.cpu import cpu_spent, harness_ms_per_rollout, ms_per_rollout_by_kind, snapshot
 from benchmarks.rollouts import Bench, drive, math_rows, math_stack
 
 TARGETS = {
@@ -91,7 +91,7 @@ async def measure(bench: Bench, rollouts: int, concurrency: int, single_rollouts
         "turns_per_rollout": statistics.fmean(r["num_turns"] for r in records),
         "contiguous_fraction": sum(contiguous) / len(contiguous),
         "cpu_ms_per_rollout": harness_ms_per_rollout(cpu, len(records)),
-        "cpu_ms_per_rollout_by_kind": {k: round(v * 1000 / len(records), 1) for k, v in cpu.items() if k != "total"},
+        "cpu_ms_per_rollout_by_kind": ms_per_rollout_by_kind(cpu, len(records)),
     }
     results |= overhead_profile(single, busy) if single else {}
     results["at_concurrency"] = overhead_profile(records)

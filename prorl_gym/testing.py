@@ -85,15 +85,3 @@ def supervised_server(session: int, folder: str | Path) -> int:
         except OSError:
             continue
     raise LookupError(f"no supervised server from {folder} in session {session}")
-
-
-def processes_naming(text: str) -> list[int]:
-    """Pids whose command line contains `text` (e.g. a sandbox root or a private directory)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                found.append(int(pid))
-        except OSError:
-            continue
-    return found

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.environments import REPO_ROOT, environment
+from prorl_gym.sandbox.backends.local import processes_naming
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.sandbox.ray.local_cluster import NODE_IP
 from prorl_gym.stack import BIN, collected_records, free_port
-from prorl_gym.testing import processes_naming
 from tests.slurm_cluster import LocalSlurm, available
 
 AVAILABLE, WHY = available()

@@ -30,8 +30,8 @@ import pytest
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.backends.apptainer import ApptainerOptions, config_dir_of
 from prorl_gym.sandbox.backends.apptainer_cli import instance_name
+from prorl_gym.sandbox.backends.local import processes_naming
 from prorl_gym.sandbox.spec import Limits
-from prorl_gym.testing import processes_naming
 
 IMAGE = os.environ.get("PRORL_APPTAINER_TEST_IMAGE")
 SWE_ROW = os.environ.get("PRORL_APPTAINER_SWE_ROW")

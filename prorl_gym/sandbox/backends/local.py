@@ -184,28 +184,22 @@ def processes_mounting(directory: str) -> list[int]:
     """Pids whose mount namespace has a mount from under `directory` (a sandbox's private dir: its
     processes, whoever their parent is now). Matched on its last two path parts, which are the
     same whether or not the file system above it (/tmp) is its own mount."""
-    fragment = ("/" + "/".join(Path(directory).parts[-2:]) + "/").encode()
+    return _processes_whose("mountinfo", ("/" + "/".join(Path(directory).parts[-2:]) + "/").encode())
+
+
+def processes_naming(text: str) -> list[int]:
+    """Pids whose command line contains `text`: e.g. a private dir, named by a bwrap setting up
+    its sandbox (and by its child until it execs), which has no mount from it yet."""
+    return _processes_whose("cmdline", text.encode())
+
+
+def _processes_whose(proc_file: str, needle: bytes) -> list[int]:
+    """Pids (ours aside) whose /proc/<pid>/<proc_file> contains `needle`."""
     found = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit() and int(entry.name) != os.getpid():
             try:
-                with open(f"/proc/{entry.name}/mountinfo", "rb") as f:
-                    if fragment in f.read():
-                        found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
-
-
-def processes_naming(directory: str) -> list[int]:
-    """Pids whose command line names this directory: a bwrap setting up the sandbox (and its child
-    until it execs), which has no mount from it yet."""
-    needle = directory.rstrip("/").encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
-            try:
-                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                with open(f"/proc/{entry.name}/{proc_file}", "rb") as f:
                     if needle in f.read():
                         found.append(int(entry.name))
             except OSError:
@@ -220,7 +214,7 @@ def kill_leftovers(directory: str, passes: int = 20) -> bool:
     parent already gone, and its sandbox mounts the directory only later. False if some remain."""
     ours = os.getsid(0)
     for _ in range(passes):
-        found = set(processes_mounting(directory)) | set(processes_naming(directory))
+        found = set(processes_mounting(directory)) | set(processes_naming(directory.rstrip("/")))
         if not found:
             return True
         sessions = set()
