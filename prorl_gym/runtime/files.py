@@ -32,6 +32,11 @@ class SandboxFileTooLarge(SandboxFileError):
     """A file, or content to write, beyond the file API's size limit."""
 
 
+class FileChannelError(ProrlError):
+    """The file shell did not finish an operation (it timed out or died): the sandbox failed, not
+    the file. Deliberately not a SandboxFileError, which is the file's own problem (the agent's)."""
+
+
 class EditError(SandboxFileError, ValueError):
     """An exact-match replace found the old text zero times, or more than once."""
 
@@ -54,7 +59,7 @@ class SandboxFiles:
     async def _run(self, command: str, output_limit: int = 64 * 1024) -> str:
         result = await self._shell.run(command, self.timeout_s, output_limit=output_limit)
         if result.timed_out or result.exit_code is None:
-            raise SandboxFileError(f"file operation did not complete: {result.output[-300:]}")
+            raise FileChannelError(f"file operation did not complete: {result.output[-300:]}")
         return result.output
 
     async def read_bytes(self, path: str) -> bytes:
@@ -62,7 +67,7 @@ class SandboxFiles:
         q = shlex.quote(target)
         out = await self._run(
             f"if [ -d {q} ]; then echo DIR; elif [ ! -e {q} ]; then echo MISSING; "
-            f"elif [ ! -r {q} ]; then echo DENIED; "
+            f"elif [ ! -f {q} ]; then echo SPECIAL; elif [ ! -r {q} ]; then echo DENIED; "
             f"else printf 'OK:'; head -c {self.max_bytes + 1} -- {q} | base64 -w0; fi",
             output_limit=(self.max_bytes + 1) * 4 // 3 + 64,
         )
@@ -71,6 +76,8 @@ class SandboxFiles:
             raise SandboxFileNotFound(f"no such file: {target}")
         if status == "DIR":
             raise SandboxFileError(f"is a directory: {target}")
+        if status == "SPECIAL":  # a FIFO or a device would block or never end the read
+            raise SandboxFileError(f"not a regular file: {target}")
         if status == "DENIED":
             raise SandboxFileError(f"permission denied: {target}")
         if status != "OK":

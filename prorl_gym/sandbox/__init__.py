@@ -12,6 +12,7 @@ from prorl_gym.sandbox.errors import (
     SandboxKernelError,
     SandboxLostError,
     SandboxStartError,
+    SandboxUnresponsiveError,
 )
 from prorl_gym.sandbox.sandbox import Sandbox, create_sandbox
 from prorl_gym.sandbox.spec import Bind, Limits, SandboxSpec
@@ -31,6 +32,7 @@ __all__ = [
     "SandboxLostError",
     "SandboxSpec",
     "SandboxStartError",
+    "SandboxUnresponsiveError",
     "ShellResult",
     "UnknownBackendError",
     "create_sandbox",

@@ -23,5 +23,10 @@ class SandboxLostError(SandboxError):
     """The sandbox is gone with its host or node (a dead Ray node or host process): its state is lost."""
 
 
+class SandboxUnresponsiveError(SandboxError):
+    """A shell the harness drives (the agent's, or the one for file operations) would not start or
+    did not finish an operation: the sandbox failed, not the file or the command asked for."""
+
+
 class SandboxKernelError(SandboxError):
     """The Python kernel could not be started (limits, resources)."""

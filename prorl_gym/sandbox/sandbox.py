@@ -19,12 +19,18 @@ import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from prorl_gym.runtime.files import SandboxFiles, resolve_path
+from prorl_gym.runtime.files import FileChannelError, SandboxFiles, resolve_path
 from prorl_gym.runtime.kernel import IPythonKernel, KernelError, PythonResult
 from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
 from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox.backends.base import Placement, SandboxFactory, get_backend
-from prorl_gym.sandbox.errors import SandboxClosedError, SandboxError, SandboxKernelError, SandboxStartError
+from prorl_gym.sandbox.errors import (
+    SandboxClosedError,
+    SandboxError,
+    SandboxKernelError,
+    SandboxStartError,
+    SandboxUnresponsiveError,
+)
 from prorl_gym.sandbox.fork import RESTORE_PYTHON, RESTORE_SHELL, Template, freeze
 from prorl_gym.sandbox.leases import Lease, abandon_lease, lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
@@ -54,7 +60,7 @@ class Sandbox:
         self._kernel: IPythonKernel | None = None
         self._kernel_warm_up: asyncio.Task | None = None
         self._lazy_start = asyncio.Lock()  # the kernel and the file shell start on first use
-        self.files = SandboxFiles(self._file_shell, placement.workspace)
+        self.files = SandboxFiles(self._file_shell, placement.workspace, timeout_s=spec.file_timeout_s)
         self.edit_history: dict[str, list[str | None]] = {}  # the editor tool's undo stack, per file
         self.closed = False
 
@@ -134,7 +140,17 @@ class Sandbox:
 
     async def bash(self, command: str, timeout: float | None = None) -> ShellResult:
         self._check_open()
-        return await self._shell.run(command, timeout or self.spec.command_timeout_s)
+        with self._unresponsive_is_typed():
+            return await self._shell.run(command, timeout or self.spec.command_timeout_s)
+
+    @contextlib.contextmanager
+    def _unresponsive_is_typed(self):
+        """A shell of ours that would not (re)start or finish: the sandbox's failure, typed as one
+        (an infrastructure failure upstream), never mistaken for the command's or the file's."""
+        try:
+            yield
+        except (ShellError, FileChannelError) as exc:
+            raise SandboxUnresponsiveError(f"sandbox {self.id}: {exc}") from exc
 
     async def python(self, code: str, timeout: float | None = None) -> PythonResult:
         """Run code in the sandbox's IPython kernel, starting it on first use."""
@@ -201,25 +217,31 @@ class Sandbox:
             raise SandboxKernelError(f"sandbox {self.id}: its parent's Python state did not load: {result.error}")
         self.python_state_pending = False
 
-    async def _files(self) -> SandboxFiles:
+    @contextlib.asynccontextmanager
+    async def _files(self):
         self._check_open()
-        if not self._file_shell.alive:
-            async with self._lazy_start:
-                if not self._file_shell.alive:
-                    await self._file_shell.start()
-        return self.files
+        with self._unresponsive_is_typed():
+            if not self._file_shell.alive:
+                async with self._lazy_start:
+                    if not self._file_shell.alive:
+                        await self._file_shell.start()
+            yield self.files
 
     async def read_file(self, path: str, start_line: int | None = None, end_line: int | None = None) -> str:
-        return await (await self._files()).read(path, start_line, end_line)
+        async with self._files() as files:
+            return await files.read(path, start_line, end_line)
 
     async def read_bytes(self, path: str) -> bytes:
-        return await (await self._files()).read_bytes(path)
+        async with self._files() as files:
+            return await files.read_bytes(path)
 
     async def write_file(self, path: str, content: str | bytes) -> str:
-        return await (await self._files()).write(path, content)
+        async with self._files() as files:
+            return await files.write(path, content)
 
     async def edit_file(self, path: str, old: str, new: str) -> str:
-        return await (await self._files()).edit(path, old, new)
+        async with self._files() as files:
+            return await files.edit(path, old, new)
 
     async def upload(self, local_path: str | Path, sandbox_path: str) -> str:
         data = await asyncio.to_thread(Path(local_path).read_bytes)

@@ -96,6 +96,8 @@ class SandboxSpec(BaseModel):
     output_limit_bytes: int = 16 * 1024
     command_timeout_s: float = 30.0
     python_timeout_s: float = 30.0
+    # a harness file operation (read, write, edit) takes milliseconds: not done by then, the sandbox is unresponsive
+    file_timeout_s: float = 60.0
     interrupt_grace_s: float = 1.0
     start_timeout_s: float = 30.0
     # Set by fork.py, not in config. template_dir: a frozen copy of another sandbox's files (<dir>/<workspace>,

@@ -1,8 +1,11 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
+import os
+import signal
+
 import pytest
 
-from prorl_gym.runtime.files import EditError, SandboxFileError, SandboxFileNotFound, SandboxFiles
+from prorl_gym.runtime.files import EditError, FileChannelError, SandboxFileError, SandboxFileNotFound, SandboxFiles
 
 
 @pytest.fixture
@@ -45,3 +48,26 @@ async def test_missing_files_and_directories_fail_clearly(files: SandboxFiles):
 async def test_paths_with_spaces_and_quotes(files: SandboxFiles):
     await files.write("it's a file.txt", "ok")
     assert await files.read("it's a file.txt") == "ok"
+
+
+async def test_a_fifo_is_refused_not_waited_on(files: SandboxFiles, tmp_path):
+    """An agent can leave a FIFO where the harness will read its answer: reading it would block
+    until the operation times out, which is the sandbox's failure, not the agent's."""
+    os.mkfifo(tmp_path / "answer.py")
+    files.timeout_s = 5
+    with pytest.raises(SandboxFileError, match="not a regular file"):
+        await files.read_bytes("answer.py")
+
+
+async def test_an_operation_the_shell_does_not_finish_is_a_channel_error(files: SandboxFiles, shell):
+    """Not a SandboxFileError: nothing is wrong with the file; the shell that reads it is stuck."""
+    await files.write("a.txt", "x")
+    files.timeout_s = 0.5
+    os.kill(shell.pid, signal.SIGSTOP)
+    try:
+        with pytest.raises(FileChannelError) as raised:
+            await files.read_bytes("a.txt")
+        assert not isinstance(raised.value, SandboxFileError)
+    finally:
+        if shell.pid > 0:
+            os.kill(shell.pid, signal.SIGCONT)

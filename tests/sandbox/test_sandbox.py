@@ -13,7 +13,10 @@ from prorl_gym.sandbox import (
     EditError,
     Sandbox,
     SandboxClosedError,
+    SandboxError,
+    SandboxFileError,
     SandboxSpec,
+    SandboxUnresponsiveError,
     UnknownBackendError,
     create_sandbox,
     get_backend,
@@ -39,6 +42,24 @@ async def test_the_tools_leave_nothing_in_the_workspace_the_agent_did_not_write(
     await sandbox.python("1")
     await sandbox.write_file("mine.txt", "x")
     assert (await sandbox.bash("ls -A")).output == "mine.txt\n"
+
+
+STOP_OTHER_SHELLS = (  # from the agent's shell: every other bash in the sandbox (the file shell) stops
+    'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" != $$ ] && [ "$(cat $d/comm 2>/dev/null)" = bash ] '
+    '&& kill -STOP "$p"; done; echo stopped'
+)
+
+
+async def test_a_file_shell_that_stops_answering_is_the_sandboxs_failure(sandbox_spec):
+    """A read that never finishes says nothing about the file: it is a typed SandboxError (an
+    infrastructure failure upstream), never a SandboxFileError the caller would blame the file for."""
+    async with await create_sandbox(sandbox_spec.model_copy(update={"file_timeout_s": 1.0})) as sandbox:
+        await sandbox.write_file("answer.py", "x = 1\n")
+        assert (await sandbox.bash(STOP_OTHER_SHELLS)).output == "stopped\n"
+        with pytest.raises(SandboxUnresponsiveError) as raised:
+            await sandbox.read_bytes("answer.py")
+        assert isinstance(raised.value, SandboxError) and not isinstance(raised.value, SandboxFileError)
+        assert await sandbox.read_bytes("answer.py") == b"x = 1\n"  # the stuck shell was replaced
 
 
 async def test_upload_and_download(sandbox: Sandbox, tmp_path):

@@ -166,3 +166,25 @@ def test_row_limits_override_the_servers(client):
     result = verify(client, row, answer("import time\ntime.sleep(30)\n"))
     assert result["test_statuses"] == {"timeout": 1, "not_run": len(row["tests"]["cases"]) - 1}
     assert result["reason"].startswith("timeout: no result within 0.5s")
+
+
+def test_an_answer_file_the_sandbox_cannot_deliver_is_an_infra_failure_not_a_zero(serve):
+    """The harness's own file shell stuck (here stopped from the agent's shell, as a fault would):
+    the verifier could not look at the answer, so it may not score it. A FIFO for an answer, though,
+    is the agent's doing: refused at once and scored 0."""
+    client = serve(CodeResourcesServer, "code", domain="coding", eval=EVAL, sandbox={"file_timeout_s": 2.0})
+    row = FILE_ROW
+    client.post("/seed_session", json=row)
+    client.post("/editor", json={"command": "create", "path": "notes.txt", "file_text": "the file shell is up"})
+    stop = (
+        'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" != $$ ] && [ "$(cat $d/comm)" = bash ] && kill -STOP $p; done'
+    )
+    client.post("/bash", json={"command": f"{stop}; echo stopped"})
+    stuck = verify(client, row, "My solution is saved.")
+    assert stuck["failure"] is not None and stuck["failure"]["infra"], stuck
+    assert "SandboxUnresponsiveError" in stuck["failure"]["message"]
+
+    client.post("/seed_session", json=row)
+    client.post("/bash", json={"command": f"mkfifo {row['answer_file']}"})
+    fifo = verify(client, row, "My solution is saved.")
+    assert fifo["failure"] is None and fifo["reward"] == 0.0 and fifo["answer_problem"] == "answer_file_unreadable"
