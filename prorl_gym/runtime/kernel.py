@@ -43,6 +43,7 @@ from prorl_gym.runtime.zygote import KernelZygote, ZygoteError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
+CONNECTED = ("shell_port", "iopub_port", "stdin_port", "control_port")  # never the heartbeat (see start)
 READY_FD = 4  # the launcher writes "bound" here once its sockets exist
 # ipykernel_launcher, plus a report once the sockets are bound. Closes fd 3 first: a
 # sandbox's user-namespace fd the joining process needed, not for the kernel.
@@ -402,8 +403,8 @@ def _write_new(path: Path, data: bytes, mode: int) -> None:
 
 
 def _check_sockets(socket_dir: Path, owner: int) -> None:
-    for port in PORTS.values():
-        path = socket_dir / f"k-{port}"
+    for name in CONNECTED:  # the sockets the client connects to: a forked kernel binds no heartbeat
+        path = socket_dir / f"k-{PORTS[name]}"
         st = os.lstat(path)
         if not stat.S_ISSOCK(st.st_mode) or st.st_uid != owner:
             raise KernelError(f"{path} is not the kernel's socket")

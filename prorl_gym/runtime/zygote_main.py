@@ -94,6 +94,10 @@ class ZygoteKernelApp(IPKernelApp):
         self.default_extensions = []
         super().init_extensions()
 
+    def init_heartbeat(self):
+        """No heartbeat: the server watches a kernel's process (pidfd), it never pings it. A thread,
+        and a zmq context with two threads of its own, less per kernel."""
+
 
 def _check(result: int, what: str) -> None:
     if result != 0:

@@ -50,16 +50,18 @@ async def test_forked_kernel_runs_inside_its_sandbox(sandboxes):
 
 async def test_forked_kernel_is_configured_without_a_command_line(sandboxes):
     """The zygote configures kernels itself: as the launcher's flags say (no history, quiet
-    log), with no debugger, no %store (it would persist values in the profile directory) and no
-    sleep after each execution."""
+    log), with no debugger, no %store (it would persist values in the profile directory), no
+    heartbeat (the server watches the process) and no sleep after each execution."""
     sb = await sandboxes()
     code = (
         "from ipykernel.kernelapp import IPKernelApp\n"
         "ip = get_ipython()\n"
-        "print(ip.history_manager.enabled, IPKernelApp.instance().log_level, hasattr(ip.kernel, 'debugger'), ip.kernel._execute_sleep)\n"
+        "app = IPKernelApp.instance()\n"
+        "print(ip.history_manager.enabled, app.log_level, hasattr(ip.kernel, 'debugger'), ip.kernel._execute_sleep)\n"
+        "print(app.heartbeat)\n"
         "import sys; print('debugpy' in sys.modules and sys.modules['debugpy'] is not None)"
     )
-    assert (await sb.python(code)).output == "False 50 False 0.0\nFalse\n"
+    assert (await sb.python(code)).output == "False 50 False 0.0\nNone\nFalse\n"
     stored = await sb.python("%store")
     assert "UsageError: Line magic function `%store` not found" in stored.output, stored
 
