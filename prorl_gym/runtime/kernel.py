@@ -27,7 +27,6 @@ import stat
 import time
 from functools import cache
 from pathlib import Path
-from queue import Empty
 from typing import Protocol
 
 import zmq
@@ -37,6 +36,7 @@ from pydantic import BaseModel
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.fdwait import fd_event
+from prorl_gym.runtime.iopub import IOPubReader
 from prorl_gym.runtime.output import BoundedOutput
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap, signal_group
 from prorl_gym.runtime.zygote import KernelZygote, ZygoteError
@@ -85,6 +85,12 @@ def _client_context() -> zmq.asyncio.Context:
     return context
 
 
+@cache
+def _iopub_context() -> zmq.Context:
+    """The same context, for the plain sockets of IOPubReader."""
+    return zmq.Context.shadow(_client_context())
+
+
 class KernelError(ProrlError):
     """The kernel could not be started."""
 
@@ -117,8 +123,8 @@ class IPythonKernel:
         self.start_timeout_s = start_timeout_s
         self.interrupt_grace_s = interrupt_grace_s
         self._lock = asyncio.Lock()
-        self._client: AsyncKernelClient | None = None
-        self._reading: asyncio.Future | None = None  # the iopub read in progress
+        self._client: AsyncKernelClient | None = None  # sends requests; its replies are never read
+        self._iopub: IOPubReader | None = None
         self._reading_stopped = False
         self.pid = -1
         self._exited: asyncio.Future[None] | None = None
@@ -172,9 +178,12 @@ class IPythonKernel:
             client = AsyncKernelClient(context=_client_context())
             client.load_connection_info(info)
             # No heartbeat channel: its 1 s liveness check misfires while kernels start under
-            # load; the pidfd tells us exactly when the process dies.
-            client.start_channels(hb=False)
+            # load; the pidfd tells us exactly when the process dies. No stdin (allow_stdin is
+            # off); IOPub is read by our own reader.
+            client.start_channels(iopub=False, stdin=False, hb=False)
             self._client = client
+            iopub = f"ipc://{info['ip']}-{info['iopub_port']}"  # the IPC address form of Jupyter's spec
+            self._iopub = IOPubReader(_iopub_context(), iopub, info["key"].encode())
             await self._wait_ready(time.monotonic() + self.start_timeout_s)
             if not self._zygote:
                 await self._enter_workspace()
@@ -239,27 +248,25 @@ class IPythonKernel:
             raise KernelError("kernel exited before binding its sockets")
 
     async def _wait_ready(self, deadline: float) -> None:
-        """kernel_info round trips until the kernel answers and its IOPub reaches us.
+        """kernel_info requests until the kernel's IOPub status for one of them reaches us: then
+        it reads our shell socket and we read its IOPub (a subscriber connected late misses what
+        was published before, hence the repeats).
 
-        A reply to any of our requests counts: under load a reply can take longer than the
-        poll interval, and insisting on the latest request would chase it forever.
+        Any of our requests counts: under load an answer can take longer than the poll
+        interval, and insisting on the latest request would chase it forever.
         """
+        sent: set[str] = set()
         while True:
             if self._exited.done():
                 raise KernelError("kernel exited during start-up")
             if time.monotonic() > deadline:
-                raise KernelError(f"no kernel_info reply within {self.start_timeout_s}s")
-            self._client.kernel_info()
+                raise KernelError(f"no kernel_info answer within {self.start_timeout_s}s")
+            sent.add(self._client.kernel_info())
             try:
-                reply = await self._client.get_shell_msg(timeout=1.0)
-            except Empty:
-                continue
-            if reply["msg_type"] != "kernel_info_reply":
-                continue
-            try:  # the kernel publishes busy/idle for that request; seeing it means IOPub is connected
-                await self._client.get_iopub_msg(timeout=1.0)
-                return
-            except Empty:
+                while (msg := await self._iopub.get(1.0)) is not None:
+                    if msg.msg_type == "status" and msg.parent_id in sent:
+                        return
+            except TimeoutError:
                 continue
 
     def _watch_exit(self) -> None:
@@ -275,6 +282,8 @@ class IPythonKernel:
             loop.remove_reader(self._pidfd)
             if not self._exited.done():
                 self._exited.set_result(None)
+            if self._iopub is not None:  # an execution waiting for output ends now
+                self._iopub.stop()
 
         loop.add_reader(self._pidfd, on_exit)
 
@@ -293,12 +302,13 @@ class IPythonKernel:
         aborts the whole process (fq.cpp `!_more`) when a peer's pipe ends in the middle of
         a multipart message being read. An execution in progress ends as if the kernel died."""
         self._reading_stopped = True
-        if self._reading is not None:
-            self._reading.cancel()
+        if self._iopub is not None:
+            self._iopub.close()
 
     async def close(self, exit_wait_s: float = 0.0) -> None:
         """Kill the kernel; exit_wait_s: first let it exit by itself (see PtyShell.close)."""
         self.stop_reading()
+        self._iopub = None
         if self._client is not None:
             self._client.stop_channels()
             self._client = None
@@ -355,23 +365,17 @@ class IPythonKernel:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout"
-            if self._reading_stopped:  # the kernel is being killed
-                return "dead"
-            get = self._reading = asyncio.ensure_future(self._client.get_iopub_msg(timeout=remaining))
-            await asyncio.wait({get, self._exited}, return_when=asyncio.FIRST_COMPLETED)
-            self._reading = None
-            if not get.done():
-                get.cancel()
-                return "dead"
-            if get.cancelled():  # stop_reading()
+            if self._reading_stopped or self._exited.done():  # being killed, or dead
                 return "dead"
             try:
-                msg = get.result()
-            except Empty:
+                msg = await self._iopub.get(remaining)
+            except TimeoutError:
                 return "timeout"
-            if msg["parent_header"].get("msg_id") != msg_id:
+            if msg is None:  # died meanwhile, or stop_reading()
+                return "dead"
+            if msg.parent_id != msg_id:
                 continue
-            kind, content = msg["msg_type"], msg["content"]
+            kind, content = msg.msg_type, msg.content
             if kind == "stream":
                 capture.append(content["text"].encode())
             elif kind in ("execute_result", "display_data"):
