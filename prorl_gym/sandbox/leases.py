@@ -60,12 +60,21 @@ def lease_dir(root_dir: str | Path) -> Path:
     return Path(root_dir) / ".leases"
 
 
-def write_lease(root_dir: str | Path, lease: Lease) -> None:
+def write_lease(root_dir: str | Path, lease: Lease, new: bool = False) -> None:
+    """new: the first lease of a sandbox, which must not replace another's (FileExistsError): a
+    sandbox id in use elsewhere would lose that sandbox its lease, and with it its reaper."""
     directory = lease_dir(root_dir)
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{lease.sandbox_id}.tmp"
+    tmp = directory / f".{lease.sandbox_id}.{os.getpid()}.tmp"
     tmp.write_text(lease.model_dump_json())
-    tmp.rename(directory / f"{lease.sandbox_id}.json")  # atomic: a reader never sees half a lease
+    target = directory / f"{lease.sandbox_id}.json"
+    if not new:
+        tmp.rename(target)  # atomic: a reader never sees half a lease
+        return
+    try:
+        os.link(tmp, target)  # atomic too, and fails if the lease exists
+    finally:
+        tmp.unlink()
 
 
 def remove_lease(root_dir: str | Path, sandbox_id: str) -> None:

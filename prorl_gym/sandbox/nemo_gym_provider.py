@@ -134,7 +134,7 @@ class ProrlLocalProvider:
     async def create(self, spec: GymSandboxSpec) -> SandboxHandle:
         ours = self.spec_for(spec)
         try:
-            sandbox = await create_sandbox(ours)  # returns once its shell answers: ready for exec and files
+            sandbox = await create_sandbox(ours)  # placed and ready: its shell starts with the first exec
         except SandboxError as exc:  # SandboxStartError, IsolationUnavailable, ...
             raise SandboxCreateError(f"prorl_local could not create a sandbox: {exc}") from exc
         self._sandboxes[sandbox.id] = sandbox

@@ -1,6 +1,7 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""The Sandbox API: one isolated place with a persistent shell, a lazy Python kernel and files.
+"""The Sandbox API: one isolated place with a persistent shell, a Python kernel and files, each
+started on first use.
 
     async with await create_sandbox(SandboxSpec()) as sb:
         await sb.bash("cd /tmp && ls")
@@ -55,6 +56,8 @@ class Sandbox:
         self.host = socket.gethostname()  # where it runs: a remote backend's placement says otherwise
         # A fork starts its shell where its parent's was; its Python state comes with its kernel.
         self._shell = self._new_shell(spec.output_limit_bytes, RESTORE_SHELL if spec.template_dir else "")
+        self._shell_started = False
+        self._shell_start = asyncio.Lock()
         self.python_state_pending = False
         self._file_shell = self._new_shell(spec.output_limit_bytes)
         self._kernel: IPythonKernel | None = None
@@ -80,16 +83,20 @@ class Sandbox:
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self) -> Sandbox:
-        try:
-            await self._shell.start()
-        except ShellError as exc:
-            await self.close()
-            raise SandboxStartError(f"sandbox {self.id}: {exc}") from exc
-        except BaseException:  # cancelled mid-start: nothing may be left running
-            await asyncio.shield(self.close())
-            raise
-        return self
+    async def _start_shell(self) -> None:
+        """The shell starts on first use, like the kernel: a rollout that only runs Python never
+        pays for one (~4 CPU-ms)."""
+        async with self._shell_start:
+            if self._shell_started:
+                return
+            try:
+                await self._shell.start()
+            except ShellError as exc:  # the shell has closed itself
+                raise SandboxStartError(f"sandbox {self.id}: {exc}") from exc
+            except BaseException:  # cancelled mid-start: no half-started shell is left for the next call
+                await asyncio.shield(self._shell.close())
+                raise
+            self._shell_started = True
 
     async def close(self) -> None:
         """Kill everything the sandbox started and remove its resources. Idempotent."""
@@ -140,6 +147,8 @@ class Sandbox:
 
     async def bash(self, command: str, timeout: float | None = None) -> ShellResult:
         self._check_open()
+        if not self._shell_started:
+            await self._start_shell()
         with self._unresponsive_is_typed():
             return await self._shell.run(command, timeout or self.spec.command_timeout_s)
 
@@ -270,7 +279,10 @@ async def create_sandbox(
     backend = get_backend(spec)
     if isinstance(backend, SandboxFactory):  # on a host elsewhere: the same API, remotely
         return await backend.create(spec, sandbox_id)
-    await _write_lease(spec.root_dir, lease_for(sandbox_id, spec))
+    try:
+        await _write_lease(spec.root_dir, lease_for(sandbox_id, spec), new=True)
+    except FileExistsError as exc:
+        raise SandboxStartError(f"sandbox id {sandbox_id} is in use: it has a lease") from exc
     try:
         placement = await backend.place(sandbox_id, spec)
     except BaseException as exc:
@@ -288,18 +300,19 @@ async def create_sandbox(
         if on_close is not None:
             await on_close(sandbox_id)
         raise
-    return await Sandbox(spec, placement, zygote, on_close).start()  # closes (and drops the lease) on any failure
+    return Sandbox(spec, placement, zygote, on_close)  # its shells and kernel start on first use
 
 
-async def _write_lease(root_dir: str, lease: Lease) -> None:
+async def _write_lease(root_dir: str, lease: Lease, new: bool = False) -> None:
     """Write the lease even if the caller is cancelled meanwhile (then re-raise): a cancelled
     to_thread() write still runs to its end, and whoever undoes it must find it written."""
-    writing = asyncio.ensure_future(asyncio.to_thread(write_lease, root_dir, lease))
+    writing = asyncio.ensure_future(asyncio.to_thread(write_lease, root_dir, lease, new))
     try:
         await asyncio.shield(writing)
     except asyncio.CancelledError:
-        await asyncio.gather(writing, return_exceptions=True)
-        await asyncio.shield(asyncio.to_thread(remove_lease, root_dir, lease.sandbox_id))
+        (failed,) = await asyncio.gather(writing, return_exceptions=True)
+        if failed is None:  # ours: undone; a lease that was there already is not
+            await asyncio.shield(asyncio.to_thread(remove_lease, root_dir, lease.sandbox_id))
         raise
 
 

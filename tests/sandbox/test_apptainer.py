@@ -412,12 +412,16 @@ async def test_nproc_is_set_only_where_it_counts_per_sandbox(
     assert ("limits.processes is NOT enforced" in caplog.text) is not enforced
 
 
-async def test_enforcing_nproc_where_it_counts_every_task_of_the_user_fails_to_start(fake, sandbox_root, tmp_path):
-    """What the fake models (and a setuid or EL8 site does): the sandbox cannot fork."""
+async def test_enforcing_nproc_where_it_counts_every_task_of_the_user_fails_the_shell_start(
+    fake, sandbox_root, tmp_path
+):
+    """What the fake models (and a setuid or EL8 site does): the sandbox cannot fork, so its
+    shell (started on first use) cannot start: a typed start error, and nothing left behind."""
     fake.site(install="setuid")
     spec = fake_spec(fake, sandbox_root, tmp_path, limits=Limits(processes=64), options={"nproc": "enforce"})
-    with pytest.raises(SandboxStartError):
-        await create_sandbox(spec)
+    async with await create_sandbox(spec) as sandbox:
+        with pytest.raises(SandboxStartError):
+            await sandbox.bash("true")
     assert not read_leases(sandbox_root)
 
 

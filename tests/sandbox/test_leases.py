@@ -9,7 +9,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from prorl_gym.sandbox import create_sandbox
+import pytest
+
+from prorl_gym.sandbox import SandboxStartError, create_sandbox
 from prorl_gym.sandbox.leases import Lease, read_leases, reap_stale, write_lease
 from prorl_gym.sandbox.owner import short_hostname
 
@@ -44,6 +46,21 @@ async def test_close_removes_the_lease(sandbox_spec):
     (lease,) = read_leases(sandbox_spec.root_dir)
     assert lease.sandbox_id == sandbox.id and lease.owner_pid == os.getpid() and lease.pids
     await sandbox.close()
+    assert read_leases(sandbox_spec.root_dir) == []
+
+
+async def test_a_sandbox_id_in_use_is_refused_and_the_other_sandbox_keeps_its_lease(sandbox_spec):
+    """A start retried elsewhere under the id of one a lost host may have started would replace
+    that one's lease, and its reaper would never find it: an id with a lease is refused."""
+    sandbox = await create_sandbox(sandbox_spec)
+    try:
+        (before,) = read_leases(sandbox_spec.root_dir)
+        with pytest.raises(SandboxStartError, match="in use"):
+            await create_sandbox(sandbox_spec, sandbox.id)
+        assert read_leases(sandbox_spec.root_dir) == [before]
+        assert (await sandbox.bash("echo alive")).output == "alive\n"
+    finally:
+        await sandbox.close()
     assert read_leases(sandbox_spec.root_dir) == []
 
 

@@ -78,6 +78,28 @@ async def test_kernel_starts_only_when_python_is_used(sandbox: Sandbox):
     assert sandbox._kernel is not None and sandbox._kernel.alive
 
 
+async def test_shell_starts_only_when_bash_is_used(sandbox: Sandbox):
+    """A rollout that only runs Python never pays for a shell; the first bash call starts one
+    (not reported as a restart) and later calls share its state."""
+    await sandbox.python("1")
+    commands = "import os; print([open(f'/proc/{p}/comm').read().strip() for p in os.listdir('/proc') if p.isdigit()])"
+    assert "bash" not in (await sandbox.python(commands)).output
+    first = await sandbox.bash("cd /tmp && export GREETING=hi")
+    assert first.exit_code == 0 and not first.shell_restarted
+    assert (await sandbox.bash("echo $GREETING $PWD")).output == "hi /tmp\n"
+
+
+async def test_a_bash_call_cancelled_while_its_shell_starts_leaves_no_shell_behind(sandbox: Sandbox):
+    call = asyncio.create_task(sandbox.bash("echo one"))
+    while sandbox._shell.pid <= 0:  # the shell's process exists; its prompt has not come yet
+        await asyncio.sleep(0)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    result = await sandbox.bash("ps -eo comm | grep -c '^bash$'")
+    assert result.output == "1\n" and not result.shell_restarted
+
+
 async def test_a_warmed_up_kernel_serves_the_first_call_and_keeps_its_state(sandbox: Sandbox):
     sandbox.warm_up_kernel()
     sandbox.warm_up_kernel()  # once is enough: a second call starts nothing more
@@ -165,10 +187,10 @@ async def test_a_start_cancelled_while_its_lease_is_written_leaves_no_lease(sand
     writing = asyncio.Event()
     loop = asyncio.get_running_loop()
 
-    def slow_write(root_dir, lease):  # runs in a thread, which a cancel cannot stop
+    def slow_write(root_dir, lease, new=False):  # runs in a thread, which a cancel cannot stop
         loop.call_soon_threadsafe(writing.set)
         time.sleep(0.3)
-        write_lease(root_dir, lease)
+        write_lease(root_dir, lease, new)
 
     monkeypatch.setattr(module, "write_lease", slow_write)
     start = asyncio.create_task(create_sandbox(sandbox_spec))

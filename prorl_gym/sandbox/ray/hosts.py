@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import secrets
 import socket
 import time
 from collections import Counter, OrderedDict
@@ -293,8 +294,10 @@ class HostSet:
 
     async def create(self, spec: SandboxSpec, sandbox_id: str) -> RemoteSandbox:
         """A sandbox on the best host; waits (up to placement_timeout_s) for a free slot. A host
-        found lost while starting it is dropped and the start goes to another (nothing of the
-        sandbox existed yet)."""
+        found lost while starting it is dropped and the start goes to another, under a new id
+        (the returned sandbox's id is the one that counts): the lost host may have started it
+        already, and what it left is reaped by its node through the lease filed under the old
+        id, which a retry under the same id would overwrite and, at its close, remove."""
         inner = spec.model_copy(update={"backend": self.options.inner})
         deadline = time.monotonic() + self.options.placement_timeout_s
         while True:
@@ -303,6 +306,7 @@ class HostSet:
                 info = await host.call("create", sandbox_id, inner.model_dump_json())
             except SandboxLostError:
                 host.release(sandbox_id)
+                sandbox_id = secrets.token_hex(6)
                 continue
             except BaseException:
                 host.counts["start_failures"] += 1
