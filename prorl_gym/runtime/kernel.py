@@ -255,7 +255,7 @@ class IPythonKernel:
         Any of our requests counts: under load an answer can take longer than the poll
         interval, and insisting on the latest request would chase it forever.
         """
-        sent: set[str] = set()
+        iopub, sent = self._iopub, set()
         while True:
             if self._exited.done():
                 raise KernelError("kernel exited during start-up")
@@ -263,7 +263,10 @@ class IPythonKernel:
                 raise KernelError(f"no kernel_info answer within {self.start_timeout_s}s")
             sent.add(self._client.kernel_info())
             try:
-                while (msg := await self._iopub.get(1.0)) is not None:
+                while True:
+                    msg = await iopub.get(1.0)
+                    if msg is None:
+                        raise KernelError("kernel exited or was closed during start-up")
                     if msg.msg_type == "status" and msg.parent_id in sent:
                         return
             except TimeoutError:
