@@ -175,6 +175,8 @@ class IPythonKernel:
                 os.chown(socket_dir, os.getuid(), os.getgid())
                 os.chmod(socket_dir, 0o755)
             _check_sockets(socket_dir, host.sandbox_uid if host.sandbox_uid is not None else os.getuid())
+            iopub = f"ipc://{info['ip']}-{info['iopub_port']}"  # the IPC address form of Jupyter's spec
+            self._iopub = IOPubReader(_iopub_context(), iopub, info["key"].encode())  # first: it subscribes
             client = AsyncKernelClient(context=_client_context())
             client.load_connection_info(info)
             # No heartbeat channel: its 1 s liveness check misfires while kernels start under
@@ -182,8 +184,6 @@ class IPythonKernel:
             # off); IOPub is read by our own reader.
             client.start_channels(iopub=False, stdin=False, hb=False)
             self._client = client
-            iopub = f"ipc://{info['ip']}-{info['iopub_port']}"  # the IPC address form of Jupyter's spec
-            self._iopub = IOPubReader(_iopub_context(), iopub, info["key"].encode())
             await self._wait_ready(time.monotonic() + self.start_timeout_s)
             if not self._zygote:
                 await self._enter_workspace()
@@ -255,7 +255,7 @@ class IPythonKernel:
         Any of our requests counts: under load an answer can take longer than the poll
         interval, and insisting on the latest request would chase it forever.
         """
-        iopub, sent = self._iopub, set()
+        iopub, sent, wait_s = self._iopub, set(), 0.02
         while True:
             if self._exited.done():
                 raise KernelError("kernel exited during start-up")
@@ -264,13 +264,13 @@ class IPythonKernel:
             sent.add(self._client.kernel_info())
             try:
                 while True:
-                    msg = await iopub.get(1.0)
+                    msg = await iopub.get(wait_s)
                     if msg is None:
                         raise KernelError("kernel exited or was closed during start-up")
                     if msg.msg_type == "status" and msg.parent_id in sent:
                         return
-            except TimeoutError:
-                continue
+            except TimeoutError:  # asked again, less often: a kernel under load takes its time
+                wait_s = min(2 * wait_s, 1.0)
 
     def _watch_exit(self) -> None:
         loop = asyncio.get_running_loop()
