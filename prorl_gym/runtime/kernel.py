@@ -124,8 +124,7 @@ class IPythonKernel:
         self.interrupt_grace_s = interrupt_grace_s
         self._lock = asyncio.Lock()
         self._client: AsyncKernelClient | None = None  # sends requests; its replies are never read
-        self._iopub: IOPubReader | None = None
-        self._reading_stopped = False
+        self._iopub: IOPubReader | None = None  # stopped when the kernel dies or stop_reading() is called
         self.pid = -1
         self._exited: asyncio.Future[None] | None = None
         self._pidfd = -1
@@ -135,7 +134,6 @@ class IPythonKernel:
         return self._client is not None and self._exited is not None and not self._exited.done()
 
     async def start(self) -> None:
-        self._reading_stopped = False
         host = self._host
         token = secrets.token_hex(6)
         socket_dir = host.socket_dir / f"k{token}"
@@ -304,7 +302,6 @@ class IPythonKernel:
         """Read nothing more from the kernel; called before it is killed from outside. libzmq
         aborts the whole process (fq.cpp `!_more`) when a peer's pipe ends in the middle of
         a multipart message being read. An execution in progress ends as if the kernel died."""
-        self._reading_stopped = True
         if self._iopub is not None:
             self._iopub.close()
 
@@ -364,14 +361,15 @@ class IPythonKernel:
 
     async def _collect(self, msg_id: str, capture: BoundedOutput, result: PythonResult, deadline: float) -> str:
         """Read iopub until our execution is idle ('idle'), the deadline ('timeout') or death ('dead')."""
+        iopub = self._iopub
+        if iopub is None or self._exited.done():  # closed, or dead
+            return "dead"
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "timeout"
-            if self._reading_stopped or self._exited.done():  # being killed, or dead
-                return "dead"
             try:
-                msg = await self._iopub.get(remaining)
+                msg = await iopub.get(remaining)
             except TimeoutError:
                 return "timeout"
             if msg is None:  # died meanwhile, or stop_reading()
