@@ -16,6 +16,13 @@ from omegaconf import OmegaConf
 
 from prorl_gym.supervise import CHILD_VAR
 
+# Run in a sandbox's agent shell: every other bash of the sandbox (the harness's file shell) stops,
+# as when a fault freezes it. Prints "stopped".
+STOP_OTHER_SHELLS = (
+    'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" != $$ ] && [ "$(cat $d/comm 2>/dev/null)" = bash ] '
+    '&& kill -STOP "$p"; done; echo stopped'
+)
+
 
 def offline_server_client() -> ServerClient:
     """A ServerClient that knows no other servers (for a server tested on its own)."""

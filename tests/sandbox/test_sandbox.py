@@ -22,6 +22,7 @@ from prorl_gym.sandbox import (
     get_backend,
 )
 from prorl_gym.sandbox.leases import read_leases, write_lease
+from prorl_gym.testing import STOP_OTHER_SHELLS
 
 
 async def test_bash_python_and_files_share_one_workspace(sandbox: Sandbox):
@@ -42,12 +43,6 @@ async def test_the_tools_leave_nothing_in_the_workspace_the_agent_did_not_write(
     await sandbox.python("1")
     await sandbox.write_file("mine.txt", "x")
     assert (await sandbox.bash("ls -A")).output == "mine.txt\n"
-
-
-STOP_OTHER_SHELLS = (  # from the agent's shell: every other bash in the sandbox (the file shell) stops
-    'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" != $$ ] && [ "$(cat $d/comm 2>/dev/null)" = bash ] '
-    '&& kill -STOP "$p"; done; echo stopped'
-)
 
 
 async def test_a_file_shell_that_stops_answering_is_the_sandboxs_failure(sandbox_spec):

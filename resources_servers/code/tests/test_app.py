@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from prorl_gym.testing import transcript
+from prorl_gym.testing import STOP_OTHER_SHELLS, transcript
 from resources_servers.code.app import CodeResourcesServer
 from resources_servers.code.scripted import wrong_solution
 
@@ -176,10 +176,7 @@ def test_an_answer_file_the_sandbox_cannot_deliver_is_an_infra_failure_not_a_zer
     row = FILE_ROW
     client.post("/seed_session", json=row)
     client.post("/editor", json={"command": "create", "path": "notes.txt", "file_text": "the file shell is up"})
-    stop = (
-        'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" != $$ ] && [ "$(cat $d/comm)" = bash ] && kill -STOP $p; done'
-    )
-    client.post("/bash", json={"command": f"{stop}; echo stopped"})
+    assert client.post("/bash", json={"command": STOP_OTHER_SHELLS}).json()["content"] == "stopped\n"
     stuck = verify(client, row, "My solution is saved.")
     assert stuck["failure"] is not None and stuck["failure"]["infra"], stuck
     assert "SandboxUnresponsiveError" in stuck["failure"]["message"]
