@@ -7,23 +7,16 @@ absolute path inside and outside, because the connection file names it); this pr
 holds the client end. No TCP, no web server. Started lazily: a kernel costs ~0.5 s and
 ~34 MiB, so only tasks that use Python pay for it.
 
-The server may run as root and the sandbox must not steer it: the connection file lives in
-a directory the sandbox can only read, the log is opened outside the sandbox, and each
-kernel binds its sockets in a fresh directory that, when the sandbox runs as another uid,
-is taken back from it as soon as the kernel reports its sockets bound. Only then are they
-checked (real sockets of the right owner, not symlinks) and connected, and the client
-never reconnects, so a path swapped later is never followed.
+The server may run as root and the sandbox must not steer it: the log is opened outside the
+sandbox, and the sockets are trusted only as kernel_sockets.py says.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
-import secrets
 import signal
-import stat
 import time
 from functools import cache
 from pathlib import Path
@@ -37,13 +30,12 @@ from pydantic import BaseModel
 from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.fdwait import fd_event
 from prorl_gym.runtime.iopub import IOPubReader
+from prorl_gym.runtime.kernel_sockets import new_connection, seal
 from prorl_gym.runtime.output import BoundedOutput
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap, signal_group
 from prorl_gym.runtime.zygote import KernelZygote, ZygoteError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-PORTS = {"shell_port": 1, "iopub_port": 2, "stdin_port": 3, "control_port": 4, "hb_port": 5}
-CONNECTED = ("shell_port", "iopub_port", "stdin_port", "control_port")  # never the heartbeat (see start)
 READY_FD = 4  # the launcher writes "bound" here once its sockets exist
 # ipykernel_launcher, plus a report once the sockets are bound. Closes fd 3 first: a
 # sandbox's user-namespace fd the joining process needed, not for the kernel.
@@ -135,22 +127,9 @@ class IPythonKernel:
 
     async def start(self) -> None:
         host = self._host
-        token = secrets.token_hex(6)
-        socket_dir = host.socket_dir / f"k{token}"
-        socket_dir.mkdir(mode=0o700)
-        if host.sandbox_uid is not None:  # the kernel (the sandbox's uid) binds here, for now
-            os.chown(socket_dir, host.sandbox_uid, host.sandbox_uid)
-        info = {
-            "transport": "ipc",
-            "ip": str(socket_dir / "k"),
-            **PORTS,
-            "key": secrets.token_hex(16),
-            "signature_scheme": "hmac-sha256",
-            "kernel_name": "",
-        }
-        conn_file = host.control_dir / f"kernel-{token}.json"
-        _write_new(conn_file, json.dumps(info).encode(), 0o644)
-        log = str(host.log_dir / f"kernel-{token}.log")
+        connection = new_connection(host.socket_dir, host.control_dir, host.sandbox_uid)
+        conn_file = connection.connection_file
+        log = str(host.log_dir / f"kernel-{connection.token}.log")
         ready_r, ready_w = os.pipe()
         try:
             self.pid = await (
@@ -169,12 +148,11 @@ class IPythonKernel:
         try:
             async with asyncio.timeout(self.start_timeout_s):
                 await self._bound(ready_r)
-            if host.sandbox_uid is not None:  # take the directory back: its sockets can no longer be swapped
-                os.chown(socket_dir, os.getuid(), os.getgid())
-                os.chmod(socket_dir, 0o755)
-            _check_sockets(socket_dir, host.sandbox_uid if host.sandbox_uid is not None else os.getuid())
-            iopub = f"ipc://{info['ip']}-{info['iopub_port']}"  # the IPC address form of Jupyter's spec
-            self._iopub = IOPubReader(_iopub_context(), iopub, info["key"].encode())  # first: it subscribes
+            seal(connection, host.sandbox_uid)
+            info = connection.info
+            self._iopub = IOPubReader(
+                _iopub_context(), connection.iopub_address, info["key"].encode()
+            )  # subscribes first
             client = AsyncKernelClient(context=_client_context())
             client.load_connection_info(info)
             # No heartbeat channel: its 1 s liveness check misfires while kernels start under
@@ -396,23 +374,6 @@ class IPythonKernel:
             return
         msg = self._client.session.msg("interrupt_request", content={})
         self._client.control_channel.send(msg)
-
-
-def _write_new(path: Path, data: bytes, mode: int) -> None:
-    """Create a file that must not exist yet; never through a symlink."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-
-
-def _check_sockets(socket_dir: Path, owner: int) -> None:
-    for name in CONNECTED:  # the sockets the client connects to: a forked kernel binds no heartbeat
-        path = socket_dir / f"k-{PORTS[name]}"
-        st = os.lstat(path)
-        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != owner:
-            raise KernelError(f"{path} is not the kernel's socket")
 
 
 def _tail(path: str, size: int = 2000) -> str:
