@@ -54,6 +54,9 @@ class Bind(BaseModel):
     src: str
     dst: str | None = None  # default: same path inside
     writable: bool = False
+    # Copies of the spec's hidden_packages inside it are hidden too (False: the task's own files, e.g. its
+    # repository, shown as they are).
+    hide_packages: bool = True
 
 
 class BackendOptions(BaseModel):
@@ -91,6 +94,9 @@ class SandboxSpec(BaseModel):
     workspace: str = "/workspace"  # the working directory (and HOME) inside an isolated sandbox
     image: str | None = None  # a .sif path or a docker:// URI (e.g. a SWE-bench image), for backends that run images
     binds: list[Bind] = Field(default_factory=list)  # extra paths the task needs (read-only by default)
+    # Python packages (import or distribution names) whose copies in the sandbox's view of the system are
+    # hidden behind empty placeholders: a SWE task's package must be readable only in its repository.
+    hidden_packages: list[str] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
     lease_ttl_s: float | None = 6 * 3600  # a sandbox older than this is a leak: the reaper ends it
     output_limit_bytes: int = 16 * 1024

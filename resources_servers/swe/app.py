@@ -8,8 +8,9 @@ apptainer backend; see repos.py), binds it read-only into a fresh sandbox and co
 into the workspace, so the agent works on its own copy with only the base commit in its
 git history. Tools: bash, editor, submit. EVAL takes the agent's
 diff against the base commit and scores it SWE-bench style in a *fresh* sandbox (the
-agent's own one is never trusted): test files reset, test_patch applied, FAIL_TO_PASS and
-PASS_TO_PASS run (see evaluate.py). Reward 1.0 iff every listed test passes.
+agent's own one is never trusted): what the patch may not change dropped, test_patch applied,
+FAIL_TO_PASS and PASS_TO_PASS run renamed under a guard, the grade decided outside the test
+process (see evaluate.py, and README's threat model). Reward 1.0 iff every listed test passes.
 """
 
 import json
@@ -76,9 +77,13 @@ class SweVerifyResponse(SandboxVerifyResponse):
     pass_to_pass_passed: int = 0
     failed_tests: list[str] = Field(default_factory=list)
     test_runner: str | None = None
-    runner_tampered: bool = False  # the run's canaries or guard caught the runner being talked into passes
+    runner_tampered: bool = False  # the run's canaries, events or files say its outcomes were made up
     tamper_evidence: list[str] = Field(default_factory=list)
-    test_files_dropped: list[str] = Field(default_factory=list)  # the patch's test edits, dropped before grading
+    dropped: dict[str, str] = Field(default_factory=dict)  # path -> why that part of the patch was not applied
+    test_files_dropped: list[str] = Field(default_factory=list)  # the dropped paths
+    tool_config: list[str] = Field(default_factory=list)  # files that configure tools via HOME: never read
+    canaries: dict[str, Any] = Field(default_factory=dict)  # renamed tests, must-fail tests, uncovered ids
+    test_notes: dict[str, str] = Field(default_factory=dict)  # test id -> why its outcome was not a pass
 
 
 class SweResourcesServer(SandboxResourcesServer):

@@ -23,6 +23,7 @@ that are not ancestors of base_commit.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import os
@@ -145,8 +146,55 @@ def task_spec(spec: SandboxSpec, row: Any, repo_dir: Path | None, test_env: Path
         return spec.model_copy(update=update, deep=True)
     if repo_dir is None:
         raise RepoPrepError("a local SWE row needs its prepared repository (prepare_repo)")
-    binds.append(Bind(src=str(repo_dir), dst=REPO_MOUNT))
-    return spec.model_copy(update={"binds": binds, "env": spec.env | extra}, deep=True)
+    binds.append(Bind(src=str(repo_dir), dst=REPO_MOUNT, hide_packages=False))
+    hidden = package_names(str(repo_dir), env.pythonpath, environment_of(row).get("sdist"))
+    if installed := sorted(set(hidden) & installed_names(spec.kernel_python)):
+        raise RepoPrepError(
+            f"the task's package {installed} is installed in the sandbox's Python ({spec.kernel_python}): "
+            "its tests would import that copy, and the agent could read it"
+        )
+    update = {"binds": binds, "env": spec.env | extra, "hidden_packages": [*spec.hidden_packages, *hidden]}
+    return spec.model_copy(update=update, deep=True)
+
+
+# Top-level names of a source tree that are not the project's package.
+NOT_PACKAGES = {"tests", "test", "testing", "docs", "doc", "examples", "benchmarks", "scripts", "tools", "build"}
+NOT_MODULES = {"setup", "conftest", "noxfile", "fabfile", "tasks", "versioneer", "manage", "tox", "run_tests"}
+
+
+@functools.lru_cache(maxsize=1024)
+def package_names(repo_dir: str, pythonpath: str, sdist: str | None = None) -> tuple[str, ...]:
+    """The import names (and distribution name) of the package a prepared repository holds: what a
+    sandbox must show nowhere else (SandboxSpec.hidden_packages). From its egg-info's top_level.txt
+    when the sdist has one, else its top-level packages and modules. Cached: a few small reads."""
+    repo, root = Path(repo_dir), Path(repo_dir) / (pythonpath or ".")
+    names: set[str] = set()
+    for listing in [*repo.glob("*.egg-info/top_level.txt"), *root.glob("*.egg-info/top_level.txt")]:
+        names |= {line.strip() for line in listing.read_text(errors="replace").splitlines() if line.strip()}
+    if not names and root.is_dir():
+        for entry in root.iterdir():
+            if entry.is_dir() and (entry / "__init__.py").exists():
+                names.add(entry.name)
+            elif entry.suffix == ".py":
+                names.add(entry.stem)
+    names = {n for n in names if n not in NOT_PACKAGES | NOT_MODULES and n.isidentifier()}
+    if sdist:
+        names.add(re.split(r"[=<>!~\[;@ ]", sdist, maxsplit=1)[0])
+    return tuple(sorted(names))
+
+
+@functools.lru_cache(maxsize=8)
+def installed_names(python: str) -> frozenset[str]:
+    """Top-level names installed in a virtual environment's site-packages (empty for a system Python)."""
+    venv = Path(python).parent.parent
+    if not (venv / "pyvenv.cfg").exists():
+        return frozenset()
+    found: set[str] = set()
+    for site in venv.glob("lib/python*/site-packages"):
+        for entry in site.iterdir():
+            if entry.suffix in (".py", ".so") or (entry.is_dir() and "." not in entry.name):
+                found.add(entry.name.split(".", 1)[0])
+    return frozenset(found)
 
 
 async def stage_repo(sandbox: Sandbox, row: Any, scrub: bool = True) -> str:

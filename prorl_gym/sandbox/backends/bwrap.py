@@ -47,7 +47,7 @@ from pathlib import Path
 
 from prorl_gym.runtime.fdwait import fd_event
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, exits_by_itself, kill_session, reap
-from prorl_gym.sandbox.backends import shared_dirs
+from prorl_gym.sandbox.backends import hidden, shared_dirs
 from prorl_gym.sandbox.backends.shared_dirs import empty_base
 from prorl_gym.sandbox.errors import SandboxStartError
 from prorl_gym.sandbox.limits import prlimit_prefix, rlimits, ulimit_command
@@ -113,8 +113,32 @@ def shared_etc(spec: SandboxSpec) -> Path:
     return shared_dirs.shared_etc(spec.root_dir, sandbox_uid_for(spec), spec.workspace, spec.network)
 
 
-def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int, etc_dir: Path) -> list[str]:
-    """The bwrap command line of a sandbox's holder (pure: unit-tested). pid 1 reports on fd 3."""
+def system_view(spec: SandboxSpec) -> list[tuple[str, str]]:
+    """The host directories a sandbox sees read-only, and where: what hidden_packages are looked for in."""
+    if spec.backend.rootfs:
+        roots = [(spec.backend.rootfs, "/")]
+    else:
+        roots = [(top, top) for top in ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")]
+    roots += [(path, path) for path in python_dirs(spec.kernel_python)]
+    return roots + [(b.src, b.dst or b.src) for b in spec.binds if b.hide_packages and not b.writable]
+
+
+def hidden_copies(spec: SandboxSpec) -> list[tuple[str, bool]]:
+    """Where the spec's hidden_packages have copies in its view (blocking: a directory walk, once per root)."""
+    return hidden.copies(spec.hidden_packages, system_view(spec)) if spec.hidden_packages else []
+
+
+def bwrap_argv(
+    bwrap: str,
+    spec: SandboxSpec,
+    private_dir: Path,
+    info_fd: int,
+    etc_dir: Path,
+    hide: list[tuple[str, bool]] = (),
+    placeholder: Path | None = None,
+) -> list[str]:
+    """The bwrap command line of a sandbox's holder (pure: unit-tested). pid 1 reports on fd 3.
+    hide: paths inside (and whether each is a directory) to cover with an empty read-only placeholder."""
     argv = [
         bwrap,
         "--unshare-all",
@@ -164,6 +188,8 @@ def bwrap_argv(bwrap: str, spec: SandboxSpec, private_dir: Path, info_fd: int, e
         argv += ["--ro-bind", path, path]
     for bind in spec.binds:
         argv += ["--bind" if bind.writable else "--ro-bind", bind.src, bind.dst or bind.src]
+    for path, is_dir in hide:
+        argv += ["--ro-bind", str(placeholder) if is_dir else "/dev/null", path]
     argv += ["--remount-ro", "/", "--chdir", spec.workspace, "--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]
     return argv + ["--", "/bin/sh", "-c", HOLDER]
 
@@ -247,11 +273,15 @@ class BwrapPlacement:
                     if self.sandbox_uid is not None:
                         os.chown(directory, self.sandbox_uid, self.sandbox_uid)
         etc_dir = await asyncio.to_thread(shared_etc, spec)
+        hide = await asyncio.to_thread(hidden_copies, spec)
+        placeholder = await asyncio.to_thread(shared_dirs.empty_dir, spec.root_dir) if hide else None
         if spec.staging:  # its empty base exists on this node before bwrap mounts it
             await asyncio.to_thread(empty_base, spec.root_dir, spec.workspace)
         info_r, info_w = _pipe(inheritable=True)  # bwrap writes the child pid here
         ready_r, ready_w = _pipe(inheritable=False)  # becomes fd 3 of the child
-        argv = unprivileged_prefix(spec) + bwrap_argv(self._bwrap, spec, self.private_dir, info_w, etc_dir)
+        argv = unprivileged_prefix(spec) + bwrap_argv(
+            self._bwrap, spec, self.private_dir, info_w, etc_dir, hide, placeholder
+        )
         log_path = str(self.log_dir / "bwrap.log")
         try:
             self.holder_pid = os.posix_spawnp(

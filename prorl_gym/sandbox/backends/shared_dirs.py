@@ -91,3 +91,16 @@ def empty_base(root_dir: str, workspace: str) -> Path:
             except OSError:  # another server made it first
                 shutil.rmtree(building, ignore_errors=True)
     return base / "files"
+
+
+def empty_dir(root_dir: str) -> Path:
+    """<root>/.empty: an empty directory, read-only to sandboxes (a placeholder over what they must not see)."""
+    path = Path(root_dir) / ".empty"
+    if not path.is_dir():
+        building = Path(tempfile.mkdtemp(prefix=".empty-", dir=root_dir))
+        os.chmod(building, 0o555)
+        try:
+            building.rename(path)
+        except OSError:  # another server made it first
+            shutil.rmtree(building, ignore_errors=True)
+    return path

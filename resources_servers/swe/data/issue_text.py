@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from resources_servers.swe.evaluate import is_protected
+from resources_servers.swe.patches import is_protected
 
 if TYPE_CHECKING:
     from resources_servers.swe.data.mutations import Mutation

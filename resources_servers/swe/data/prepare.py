@@ -3,6 +3,7 @@
 """Build SWE tasks offline from real PyPI projects by injecting realistic bugs (SWE-smith style).
 
     python resources_servers/swe/data/prepare.py [--per-project 24] [--seed 0] [--workers 2] [--out DIR]
+    python resources_servers/swe/data/prepare.py --verify     # re-check the shipped tasks through the evaluator
 
 For each project (data/projects.py: a pure-Python sdist whose own suite passes in our sandbox
 with its pinned test requirements; pytest or unittest): download the sdist (sha256-pinned,
@@ -42,7 +43,8 @@ from prorl_gym.sandbox.spec import Bind
 from resources_servers.swe.data.issue_text import problem_statement
 from resources_servers.swe.data.mutations import Mutation, functions, mutations, ordered
 from resources_servers.swe.data.projects import PROJECTS, Project
-from resources_servers.swe.evaluate import evaluate_patch, is_protected
+from resources_servers.swe.evaluate import evaluate_patch
+from resources_servers.swe.patches import is_protected
 from resources_servers.swe.prompts import build_row
 from resources_servers.swe.repos import ENV_MOUNT, REPO_MOUNT, RepoCache, extract_sdist, make_readable, run_command
 from resources_servers.swe.runners import PYTEST_ARGS, runner_for
@@ -329,8 +331,12 @@ async def validate(tasks: list[dict], cache: RepoCache, root: str, workers: int)
             repo = await cache.prepare(task)
             requires = task["environment"].get("test_requires")
             env = await cache.test_env(requires, spec.kernel_python) if requires else None
-            gold = await evaluate_patch(task, task["patch"], spec, repo, 120, test_env=env)
-            noop = await evaluate_patch(task, NOOP, spec, repo, 120, test_env=env)
+            try:
+                gold = await evaluate_patch(task, task["patch"], spec, repo, 120, test_env=env)
+                noop = await evaluate_patch(task, NOOP, spec, repo, 120, test_env=env)
+            except Exception as exc:  # noqa: BLE001 - the evaluator could not judge this task: it is dropped, said why
+                print(f"dropped {task['instance_id']}: the evaluator failed: {exc!r}", flush=True)
+                return False
         ok = (
             gold["reward"] == 1.0
             and noop["fail_to_pass_passed"] == 0
@@ -355,6 +361,17 @@ async def generate(args, root: str, projects: list[Project]) -> list[dict]:
     kept = await validate(tasks, cache, root, args.workers)
     print(f"validated {len(kept)} of {len(tasks)} tasks through the evaluator ({time.monotonic() - started:.0f}s)")
     return kept
+
+
+def verify(path: Path, root: str, workers: int, started: float) -> int:
+    """The dataset's own check, again, with the evaluator as it is now; non-zero if any task fails it."""
+    tasks = [json.loads(line) for line in path.read_text().splitlines()]
+    try:
+        kept = asyncio.run(validate(tasks, RepoCache(), root, workers))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"verified {len(kept)} of {len(tasks)} tasks in {time.monotonic() - started:.0f}s")
+    return 0 if len(kept) == len(tasks) else 1
 
 
 EXAMPLE_PROJECTS = ("toolz", "sqlparse", "more-itertools", "humanize", "cachetools")  # pytest, unittest, a test env
@@ -385,10 +402,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2, help="sandboxes running suites in parallel")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument(
+        "--verify", action="store_true", help="re-check <out>/tasks.jsonl through the evaluator (gold 1.0, no-op 0.0)"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     root = tempfile.mkdtemp(prefix="prorl-swe-", dir="/tmp")
     os.chmod(root, 0o711)  # the sandbox uid must reach it (see conftest.py)
+    if args.verify:
+        raise SystemExit(verify(args.out / "tasks.jsonl", root, args.workers, started))
     projects = [p for p in PROJECTS if args.projects is None or p.name in args.projects.split(",")]
     try:
         tasks = asyncio.run(generate(args, root, projects))

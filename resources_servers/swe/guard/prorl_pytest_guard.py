@@ -1,56 +1,74 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""A pytest plugin that watches the runner on behalf of the grader (SWE EVAL, inside the sandbox).
+"""pytest as SWE grading runs it, narrating what happens to the grader (SWE EVAL, inside the sandbox).
 
-Loaded with `-p prorl_pytest_guard` from a directory first on sys.path, so it is imported before
-any code of the repository under test. It remembers the runner's own functions (how a test is
-called, how its outcome is made into a report and logged, how hooks are dispatched) and checks
-they are still the same ones after collection, at every report and at the end; it refuses hook
-implementations that live in the repository's code (only pytest, installed plugins and the
-repository's conftest files, reset to their base versions by the grader, may implement the
-hooks that decide outcomes); it derives each test's outcome itself from the call's exception
-and compares it with the report. What it saw goes to a report signed with a key it read from an
-inherited fd and closed before the repository's code ran. A run that never reaches the end
-(os._exit, a crash) leaves no report: the grader then has no proof the tests ran.
+    python -I -B -u prorl_pytest_guard.py --events-fd 3 [--path DIR]... [--env-path DIR]... -- <node id>...
 
-Stdlib and pytest only: it runs on the sandbox's Python.
+The interpreter is isolated (-I): sys.path holds its own directories only, PYTHON* variables and user
+site-packages are ignored. The task's environment (--env-path, read-only) and then the repository's
+import roots (--path) are appended after them, and test modules are imported with
+--import-mode=append: nothing the repository holds can stand in for a module of the standard
+library, of the runner or of the installed packages. Plugins come from the installed entry points,
+read before the repository is on sys.path (a plugin the repository's own metadata declares is never
+loaded: autoloading is off). A tests' package that an installed one of the same name would shadow is
+reported as the task's problem, not the agent's.
+
+Each event goes to fd 3 the moment it happens, one line each (`@prorl {json}`): the items collected
+(with the file each test's code really comes from), every report, what the runner's own functions
+look like, the end. The grader outside the sandbox decides the grade from them, its canaries and the
+runner's own summary. Nothing here is secret and nothing here decides: code under test shares this
+process and can make it say false things, which is what the canaries are for.
+
+Standard library and pytest only (it runs on the sandbox's Python, possibly an old one).
 """
 
 import builtins
-import hashlib
-import hmac
+import inspect
 import json
 import os
 import sys
-import sysconfig
 
-import _pytest.main
-import _pytest.python
-import _pytest.reports
-import _pytest.runner
-import _pytest.terminal
-import pluggy._callers
-import pluggy._hooks
-import pluggy._manager
-import pytest
 
-OUTCOME_HOOKS = (
-    "pytest_runtest_protocol",
-    "pytest_runtest_setup",
-    "pytest_runtest_call",
-    "pytest_runtest_teardown",
-    "pytest_pyfunc_call",
-    "pytest_runtest_makereport",
-    "pytest_runtest_logreport",
-    "pytest_report_teststatus",
-    "pytest_runtestloop",
-)
+def _args(argv):
+    opts = {"--events-fd": [], "--path": [], "--env-path": []}
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        opts[argv[i]].append(argv[i + 1])
+        i += 2
+    return int(opts["--events-fd"][0]), opts["--path"], opts["--env-path"], argv[i + 1 :]
+
+
+EVENTS_FD, REPO_PATHS, ENV_PATHS, IDS = _args(sys.argv[1:])
+os.set_inheritable(EVENTS_FD, False)  # the tests' subprocesses do not speak for this run
+
+
+def emit(**event):
+    try:
+        os.write(EVENTS_FD, ("@prorl " + json.dumps(event, sort_keys=True) + "\n").encode())
+    except (OSError, TypeError, ValueError):
+        pass
+
+
+def _real(path):
+    return os.path.realpath(path) if path else None
+
+
+emit(e="start", runner="pytest", trusted=sorted({_real(p) for p in [sys.prefix, sys.base_prefix, *ENV_PATHS]}))
+sys.path.extend(ENV_PATHS)
+
+import _pytest.main  # noqa: E402
+import _pytest.python  # noqa: E402
+import _pytest.reports  # noqa: E402
+import _pytest.runner  # noqa: E402
+import pluggy  # noqa: E402
+import pytest  # noqa: E402
 
 
 def _static(owner, name):
-    return owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    return owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name, None)
 
 
+# The runner's own functions: replaced later means someone in this process rewrote the runner.
 WATCHED = [
     (owner, name, _static(owner, name))
     for owner, name in (
@@ -58,113 +76,133 @@ WATCHED = [
         (_pytest.python, "pytest_pyfunc_call"),
         (_pytest.runner, "call_and_report"),
         (_pytest.runner, "runtestprotocol"),
-        (_pytest.runner, "pytest_runtest_protocol"),
-        (_pytest.runner, "pytest_runtest_makereport"),
         (_pytest.runner.CallInfo, "from_call"),
         (_pytest.reports.TestReport, "from_item_and_call"),
         (_pytest.reports.BaseReport, "passed"),
         (_pytest.reports.BaseReport, "failed"),
         (_pytest.main, "pytest_runtestloop"),
-        (_pytest.terminal.TerminalReporter, "pytest_runtest_logreport"),
-        (pluggy._callers, "_multicall"),
-        (pluggy._hooks.HookCaller, "__call__"),
-        (pluggy._manager.PluginManager, "_hookexec"),
+        (pluggy.HookCaller if hasattr(pluggy, "HookCaller") else pluggy.PluginManager, "__call__"),
+        (pluggy.PluginManager, "_hookexec"),
         (builtins, "AssertionError"),
         (os, "_exit"),
     )
+    if (isinstance(owner, type) and name in owner.__dict__) or (not isinstance(owner, type) and hasattr(owner, name))
 ]
+_reported = set()
 
 
-class _Watch:
-    def __init__(self, key: bytes, path: str):
-        self.key, self.path = key, path
-        self.problems: list[str] = []
-        self.outcomes: dict[str, dict[str, str]] = {}
-        self.inner_hookexec = None
-        self.config = None
-
-    def check(self, where: str) -> None:
-        for owner, name, original in WATCHED:
-            if _static(owner, name) is not original:
-                self.problem(f"{getattr(owner, '__name__', owner)}.{name} was replaced ({where})")
-        pm = self.config.pluginmanager if self.config else None
-        if pm is not None and pm._inner_hookexec is not self.inner_hookexec:
-            self.problem(f"the plugin manager's hook executor was replaced ({where})")
-
-    def problem(self, text: str) -> None:
-        if text not in self.problems:
-            self.problems.append(text)
-
-    def hook_owners(self) -> None:
-        """Hooks that decide outcomes may be implemented by code the sandbox cannot write (pytest, the
-        Python install, read-only environments), this guard, and the repository's conftest files as
-        the grader left them; by nothing else (the repository's modules, files written at run time)."""
-        for name in OUTCOME_HOOKS:
-            for impl in getattr(self.config.hook, name).get_hookimpls():
-                source = getattr(getattr(impl.function, "__code__", None), "co_filename", "") or ""
-                trusted = source == __file__ or source in CONFTESTS or source.startswith(TRUSTED)
-                if not trusted:
-                    self.problem(f"{name} is implemented by {source or impl.plugin_name!r}")
-
-    def record(self, nodeid: str, when: str, outcome: str) -> None:
-        self.outcomes.setdefault(nodeid, {})[when] = outcome
-
-    def write(self) -> None:
-        payload = json.dumps({"finished": True, "problems": self.problems, "outcomes": self.outcomes}, sort_keys=True)
-        signature = hmac.new(self.key, payload.encode(), hashlib.sha256).hexdigest()
-        with open(self.path, "w") as f:
-            f.write(json.dumps({"payload": payload, "signature": signature}))
+def check(where):
+    for owner, name, original in WATCHED:
+        if _static(owner, name) is not original:
+            text = "{}.{} was replaced ({})".format(getattr(owner, "__name__", owner), name, where)
+            if text not in _reported:
+                _reported.add(text)
+                emit(e="problem", text=text)
 
 
-def _read_key() -> bytes:
-    fd = int(os.environ.pop("PRORL_GUARD_KEY_FD"))
+def installed_plugins():
+    """The pytest11 entry points of what is installed (the repository is not on sys.path yet)."""
     try:
-        return os.read(fd, 128).strip()
-    finally:
-        os.close(fd)
+        from importlib.metadata import entry_points
+    except ImportError:  # Python < 3.8
+        return None
+    found = entry_points()
+    group = found.select(group="pytest11") if hasattr(found, "select") else found.get("pytest11", [])
+    plugins = []
+    for ep in group:
+        try:
+            plugin = ep.load()
+        except Exception as exc:  # noqa: BLE001 - a broken installed plugin is the environment's problem
+            emit(e="note", text=f"plugin {ep.name} did not load: {exc!r}")
+            continue
+        if all(plugin is not p for p in plugins):
+            plugins.append(plugin)
+    return plugins
 
 
-_watch = _Watch(_read_key(), os.environ.pop("PRORL_GUARD_REPORT"))
-del _read_key
-# Read-only places whose code may implement outcome hooks: the interpreter's install and
-# site-packages, and the task's test environment (PRORL_GUARD_TRUSTED, colon-separated).
-TRUSTED = tuple(
-    p
-    for p in {sys.base_prefix, sys.prefix, *(sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib"))}
-    | set(filter(None, os.environ.pop("PRORL_GUARD_TRUSTED", "").split(":")))
-    if p
-)
-CONFTESTS = frozenset(filter(None, os.environ.pop("PRORL_GUARD_CONFTESTS", "").split(":")))
+def shadowed_test_packages():
+    """Top-level packages of the graded test modules that something installed already provides."""
+    import importlib.util
+
+    out = []
+    for test_id in IDS:
+        path = test_id.split("::", 1)[0]
+        parts = path.split("/")
+        top = parts[-1][:-3] if parts[-1].endswith(".py") else None
+        for i in range(len(parts) - 1, 0, -1):
+            if not os.path.exists(os.path.join(*parts[:i], "__init__.py")):
+                break
+            top = parts[i - 1]
+        if top and top not in out:
+            try:
+                spec = importlib.util.find_spec(top)
+            except (ImportError, ValueError):
+                spec = None
+            if spec is not None:
+                out.append(f"{top} (at {spec.origin or list(spec.submodule_search_locations or [])})")
+    return out
 
 
-def pytest_configure(config):
-    _watch.config = config
-    _watch.inner_hookexec = config.pluginmanager._inner_hookexec
-
-
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtestloop(session):
-    _watch.check("after collection")
-    _watch.hook_owners()
-    yield
+def pytest_collection_finish(session):
+    check("after collection")
+    for item in session.items:
+        module = getattr(getattr(item, "module", None), "__file__", None)
+        code = None
+        function = getattr(item, "obj", None)
+        try:
+            code = inspect.unwrap(function).__code__.co_filename
+        except (AttributeError, TypeError, ValueError):
+            pass
+        emit(e="item", id=item.nodeid, module=_real(module), code=_real(code))
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
     report = (yield).get_result()
-    _watch.check(f"reporting {item.nodeid}")
+    check(f"reporting {item.nodeid}")
     raised = call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception)
     if raised and report.outcome == "passed" and not hasattr(report, "wasxfail"):
-        _watch.problem(f"{item.nodeid} raised {call.excinfo.typename} in {call.when} but was reported passed")
+        emit(
+            e="problem",
+            text=f"{item.nodeid} raised {call.excinfo.typename} in {call.when} but was reported passed",
+        )
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_logreport(report):
-    outcome = "xfail" if report.outcome == "skipped" and hasattr(report, "wasxfail") else report.outcome
-    _watch.record(report.nodeid, report.when, outcome)
+    # A subtest's report (pytest 9: unittest's subTest and the subtests fixture) is one of several for its test.
+    sub = type(report).__name__ == "SubtestReport" or hasattr(report, "context")
+    emit(
+        e="report",
+        id=report.nodeid,
+        when=report.when,
+        outcome=report.outcome,
+        xfail=hasattr(report, "wasxfail"),
+        sub=sub,
+    )
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
-    _watch.check("at the end")
-    _watch.write()
+    check("at the end")
+    emit(e="end", status=int(exitstatus))
+
+
+def main():
+    shadowed = shadowed_test_packages()
+    if shadowed:
+        emit(e="setup_error", text="the tests' package is also installed: " + ", ".join(shadowed))
+        return 3
+    plugins = installed_plugins()
+    if plugins is not None:
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    sys.path[len(sys.path) - len(ENV_PATHS) : len(sys.path) - len(ENV_PATHS)] = REPO_PATHS  # the repository first
+    major = int(pytest.__version__.split(".")[0])
+    args = ["-p", "no:cacheprovider", "-o", "addopts=", "-rA", "--tb=short"]
+    if major >= 6:
+        args.append("--import-mode=append")
+    return pytest.main(args + IDS, plugins=[*(plugins or []), sys.modules[__name__]])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

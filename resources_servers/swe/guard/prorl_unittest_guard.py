@@ -1,26 +1,57 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""The standard library's unittest runner, watched on behalf of the grader (SWE EVAL, in the sandbox).
+"""The standard library's unittest as SWE grading runs it, narrating what happens to the grader.
 
-    python prorl_unittest_guard.py <test id> ...     (dotted ids: package.module.Class.test_method)
+    python -I -B -u prorl_unittest_guard.py --events-fd 3 [--path DIR]... [--env-path DIR]... -- <dotted id>...
 
-Runs the tests like `python -m unittest -v <ids>` (the same verbose lines on stderr), after
-remembering the runner's own functions (how a test runs, how its outcome is recorded); checks
-they are still the same ones after the tests are loaded and at the end; records each outcome
-itself; writes what it saw to a report signed with a key read from an inherited fd and closed
-before any code of the repository ran. Stdlib only: it runs on the sandbox's Python.
+Runs the tests like `python -m unittest -v <ids>` (the same verbose lines on stderr) in an isolated
+interpreter: the repository's import roots are appended to sys.path after the interpreter's own
+directories and the task's environment, so nothing in the repository can stand in for `unittest` or
+any other module the runner imports. Each event goes to fd 3 as it happens (`@prorl {json}`): the
+tests loaded (with the file each one's code comes from), each outcome, the runner's own functions
+replaced, the end. The grader outside decides; nothing here is secret (see prorl_pytest_guard.py).
+
+Standard library only (it runs on the sandbox's Python).
 """
 
 import builtins
-import hashlib
-import hmac
+import inspect
 import json
 import os
 import sys
-import unittest
-import unittest.case
-import unittest.result
-import unittest.runner
+
+
+def _args(argv):
+    opts = {"--events-fd": [], "--path": [], "--env-path": []}
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        opts[argv[i]].append(argv[i + 1])
+        i += 2
+    return int(opts["--events-fd"][0]), opts["--path"], opts["--env-path"], argv[i + 1 :]
+
+
+EVENTS_FD, REPO_PATHS, ENV_PATHS, IDS = _args(sys.argv[1:])
+os.set_inheritable(EVENTS_FD, False)
+
+
+def emit(**event):
+    try:
+        os.write(EVENTS_FD, ("@prorl " + json.dumps(event, sort_keys=True) + "\n").encode())
+    except (OSError, TypeError, ValueError):
+        pass
+
+
+def _real(path):
+    return os.path.realpath(path) if path else None
+
+
+emit(e="start", runner="unittest", trusted=sorted({_real(p) for p in [sys.prefix, sys.base_prefix, *ENV_PATHS]}))
+
+import unittest  # noqa: E402
+import unittest.case  # noqa: E402
+import unittest.result  # noqa: E402
+import unittest.runner  # noqa: E402
+import unittest.suite  # noqa: E402
 
 
 def _static(owner, name):
@@ -32,94 +63,111 @@ WATCHED = [
     for owner, name in (
         (unittest.case.TestCase, "run"),
         (unittest.case.TestCase, "__call__"),
-        (unittest.case.TestCase, "_callTestMethod"),
         (unittest.case._Outcome, "testPartExecutor"),
         (unittest.result.TestResult, "addSuccess"),
         (unittest.result.TestResult, "addFailure"),
         (unittest.result.TestResult, "addError"),
         (unittest.result.TestResult, "addSubTest"),
-        (unittest.result.TestResult, "wasSuccessful"),
         (unittest.runner.TextTestResult, "addSuccess"),
         (unittest.runner.TextTestRunner, "run"),
         (unittest.suite.TestSuite, "run"),
         (builtins, "AssertionError"),
         (os, "_exit"),
     )
+    if name in getattr(owner, "__dict__", {}) or not isinstance(owner, type)
 ]
-problems: list[str] = []
-outcomes: dict[str, str] = {}
+_reported = set()
 
 
-def check(where: str) -> None:
+def check(where):
     for owner, name, original in WATCHED:
         if _static(owner, name) is not original:
-            text = f"{getattr(owner, '__name__', owner)}.{name} was replaced ({where})"
-            if text not in problems:
-                problems.append(text)
-
-
-def _id(test) -> str:
-    return test.id()
+            text = "{}.{} was replaced ({})".format(getattr(owner, "__name__", owner), name, where)
+            if text not in _reported:
+                _reported.add(text)
+                emit(e="problem", text=text)
 
 
 class GuardResult(unittest.runner.TextTestResult):
-    def _note(self, test, outcome: str) -> None:
-        check(f"reporting {_id(test)}")
-        # A failure of any part (a subtest, the test itself) is the test's failure.
-        if outcomes.get(_id(test)) not in ("failed", "error"):
-            outcomes[_id(test)] = outcome
+    def _report(self, test, outcome, xfail=False):
+        check(f"reporting {test.id()}")
+        emit(e="report", id=test.id(), when="call", outcome=outcome, xfail=xfail)
 
     def addSuccess(self, test):
         super().addSuccess(test)
-        self._note(test, "passed")
+        self._report(test, "passed")
 
     def addFailure(self, test, err):
         super().addFailure(test, err)
-        self._note(test, "failed")
+        self._report(test, "failed")
 
     def addError(self, test, err):
         super().addError(test, err)
-        self._note(test, "error")
+        self._report(test, "failed")
 
     def addSkip(self, test, reason):
         super().addSkip(test, reason)
-        self._note(test, "skipped")
+        self._report(test, "skipped")
 
     def addExpectedFailure(self, test, err):
         super().addExpectedFailure(test, err)
-        self._note(test, "xfail")
+        self._report(test, "skipped", xfail=True)
 
     def addUnexpectedSuccess(self, test):
         super().addUnexpectedSuccess(test)
-        self._note(test, "failed")
+        self._report(test, "failed")
 
     def addSubTest(self, test, subtest, err):
         super().addSubTest(test, subtest, err)
-        if err is not None:
-            self._note(test, "failed")
+        if err is not None:  # a failed subtest fails its test
+            self._report(test, "failed")
 
 
-OWN = [
-    (GuardResult, name, GuardResult.__dict__[name]) for name in vars(GuardResult) if name.startswith(("add", "_note"))
-]
-WATCHED += OWN
+def _tests(suite):
+    for test in suite:
+        if isinstance(test, unittest.TestSuite):
+            yield from _tests(test)
+        else:
+            yield test
 
 
-def main(ids: list[str]) -> None:
-    fd = int(os.environ.pop("PRORL_GUARD_KEY_FD"))
-    key = os.read(fd, 128).strip()
-    os.close(fd)
-    path = os.environ.pop("PRORL_GUARD_REPORT")
-    sys.path.insert(0, os.getcwd())  # as `python -m unittest` does
-    suite = unittest.defaultTestLoader.loadTestsFromNames(ids)  # the repository's code is imported here
+def shadowed_test_packages():
+    import importlib.util
+
+    out = []
+    for top in sorted({test_id.split(".", 1)[0] for test_id in IDS}):
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None:
+            out.append(f"{top} (at {spec.origin or list(spec.submodule_search_locations or [])})")
+    return out
+
+
+def main():
+    sys.path.extend(ENV_PATHS)
+    shadowed = shadowed_test_packages()
+    if shadowed:
+        emit(e="setup_error", text="the tests' package is also installed: " + ", ".join(shadowed))
+        return 3
+    sys.path[len(sys.path) - len(ENV_PATHS) : len(sys.path) - len(ENV_PATHS)] = REPO_PATHS
+    suite = unittest.defaultTestLoader.loadTestsFromNames(IDS)  # the repository's code is imported here
     check("after loading the tests")
+    for test in _tests(suite):
+        method = getattr(test, getattr(test, "_testMethodName", ""), None)
+        module = getattr(sys.modules.get(type(test).__module__), "__file__", None)
+        code = None
+        try:
+            code = inspect.unwrap(method).__code__.co_filename
+        except (AttributeError, TypeError, ValueError):
+            pass
+        emit(e="item", id=test.id(), module=_real(module), code=_real(code))
     unittest.runner.TextTestRunner(verbosity=2, resultclass=GuardResult).run(suite)
     check("at the end")
-    payload = json.dumps({"finished": True, "problems": problems, "outcomes": outcomes}, sort_keys=True)
-    signature = hmac.new(key, payload.encode(), hashlib.sha256).hexdigest()
-    with open(path, "w") as f:
-        f.write(json.dumps({"payload": payload, "signature": signature}))
+    emit(e="end", status=0)
+    return 0
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main())

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
-from resources_servers.swe.evaluate import agent_diff, evaluate_patch, is_protected, split_patch
+from resources_servers.swe.evaluate import agent_diff, evaluate_patch
+from resources_servers.swe.patches import is_protected, split_patch
 from resources_servers.swe.prompts import build_row
 from resources_servers.swe.repos import (
     RepoCache,
@@ -114,12 +115,12 @@ async def test_editing_the_tests_does_not_win(row, sandbox_root):
     assert result["fail_to_pass_passed"] == 0 and result["pass_to_pass_passed"] == len(row["PASS_TO_PASS"])
 
 
-async def test_pytest_config_changes_are_reset(sandbox_root):
+async def test_pytest_config_changes_are_dropped(sandbox_root):
     row = next(r for r in EXAMPLES if r["repo"] == "pytoolz/toolz")  # its pytest config is in pyproject.toml
     spec = SandboxSpec(root_dir=sandbox_root)
     patch = await append_patch(row, spec, "pyproject.toml", "\n[tool.pytest.ini_options.extra]\nx = 1\n")
     result = await grade(row, patch + row["patch"], spec)
-    assert result["test_files_reset"] == ["pyproject.toml"] and result["reward"] == 1.0, result
+    assert result["dropped"] == {"pyproject.toml": "pytest configuration"} and result["reward"] == 1.0, result
 
 
 @pytest.mark.parametrize("row", EXAMPLES, ids=IDS)
@@ -146,7 +147,7 @@ async def test_agent_diff_is_what_the_agent_changed(sandbox_root):
         assert (await sb.bash("git log --oneline | wc -l")).output.strip() == "1"  # only the base commit
         await sb.bash("alias git=false; export GIT_DIR=/nowhere; cd /")  # the agent's shell state must not matter
         diff = await agent_diff(sb, row["base_commit"])
-    assert [paths for paths, _ in split_patch(diff)] == [paths for paths, _ in split_patch(row["patch"])]
+    assert [s.paths for s in split_patch(diff)] == [s.paths for s in split_patch(row["patch"])]
     result = await evaluate_patch(row, diff, SandboxSpec(root_dir=sandbox_root), repo, 120)
     assert result["reward"] == 1.0, result
 
@@ -176,7 +177,7 @@ def test_the_data_has_the_promised_shape():
         assert row["task_id"] == f"swe/{row['instance_id']}" and row["test_patch"] == ""
         assert [m["role"] for m in row["responses_create_params"]["input"]] == ["system", "user"]
         assert build_row({k: v for k, v in row.items() if k not in ("task_id", "responses_create_params")}) == row
-        assert not any(is_protected(p, set()) for paths, _ in split_patch(row["patch"]) for p in paths)
+        assert not any(is_protected(p, set()) for section in split_patch(row["patch"]) for p in section.paths)
         assert 1 <= len(row["FAIL_TO_PASS"]) <= 20 and not set(row["FAIL_TO_PASS"]) & set(row["PASS_TO_PASS"])
 
 
@@ -219,13 +220,13 @@ def test_pytest_summary_parsing():
         "t.py::T::test_a": "failed",
         "t.py::test_p[a b]": "passed",
         "t.py::test_p[c - d]": "failed",
-        "t.py::test_xf": "passed",
+        "t.py::test_xf": "xfail",  # a pass only where the graded source marks it (monitor.py)
     }
 
 
 def test_protected_paths():
     assert all(
-        is_protected(p, set(), ("", "src"))
+        is_protected(p, set())
         for p in [
             "conftest.py",
             "src/pkg/conftest.py",
@@ -235,16 +236,14 @@ def test_protected_paths():
             "pkg/x_test.py",
             "pytest.ini",
             "sub/tox.ini",
-            "pytest.py",
-            "src/_pytest/x.py",
-            "pluggy/__init__.py",
+            "setup.cfg",
+            "sub/pyproject.toml",
             "sitecustomize.py",
             "a.pth",
         ]
     )
     assert not any(
-        is_protected(p, set(), ("", "src"))
-        for p in ["src/pkg/core.py", "pkg/testing_utils.py", "README.md", "setup.cfg"]
+        is_protected(p, set()) for p in ["src/pkg/core.py", "pkg/testing_utils.py", "README.md", "pytest.py"]
     )
     assert is_protected("docs/example.py", {"docs/example.py"})
 

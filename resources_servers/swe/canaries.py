@@ -1,0 +1,426 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""Canaries: what the grader writes into the graded test files, so that the outcome of a test cannot be
+decided by what it is called, and so that a run whose outcomes were made up shows it.
+
+- Every graded test is **renamed in place** (its def keeps its line, decorators and body; its name
+  becomes words taken from the file's own test names) and runs under that name: code that makes
+  tests pass by their names, node ids or a list of them (a hook, a wrapper, a rewritten test, a
+  forged report) never meets them. A test the source does not define where its id says (inherited
+  from a mixin) is renamed where it is defined (the mixin) when that file is among the sources;
+  otherwise it runs under its own name and is listed in `uncovered`.
+- A **decoy** takes each FAIL_TO_PASS test's original name: the same decorators and signature, a body
+  that always fails. Outcomes forged for the failing tests' names make a decoy pass.
+- A **must-fail** copy of a graded test in each test class (or module) of the run without a decoy: its
+  body wrapped so that it always ends in an AssertionError. Code that makes a file's, a class's or a
+  whole run's tests pass whatever they assert makes it pass too.
+
+New names never contain a graded test's name. Decoys and must-fail copies go at the end of their class
+or module (at module level no line moves). Also here: whether a test carries a static expected-failure
+marker (pytest's xfail, unittest's expectedFailure) in the graded source: only such a test may count an
+expected failure as a pass.
+"""
+
+from __future__ import annotations
+
+import ast
+import random
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+FALLBACK_WORDS = (
+    "value",
+    "result",
+    "basic",
+    "empty",
+    "order",
+    "default",
+    "simple",
+    "update",
+    "items",
+    "single",
+    "nested",
+    "repeat",
+    "input",
+    "output",
+    "keys",
+    "types",
+)
+XFAIL_MARKS = ("xfail", "expectedFailure")
+
+
+@dataclass(frozen=True)
+class TestId:
+    """A test id of either runner, split: file, enclosing classes, function name, parameters ("[...]")."""
+
+    file: str
+    owners: tuple[str, ...]
+    name: str
+    params: str = ""
+
+    @property
+    def function(self) -> tuple[str, tuple[str, ...], str]:
+        return self.file, self.owners, self.name
+
+
+@dataclass
+class CanaryPlan:
+    sources: dict[str, str] = field(default_factory=dict)  # path -> the file with its canaries
+    renamed: dict[str, str] = field(default_factory=dict)  # graded id -> the id it runs under
+    must_fail: list[str] = field(default_factory=list)  # decoys and must-fail copies
+    uncovered: list[str] = field(default_factory=list)  # graded ids that run under their own names
+    static_xfail: set[str] = field(default_factory=set)  # graded ids marked xfail in the graded source
+
+    def run_id(self, graded: str) -> str:
+        return self.renamed.get(graded, graded)
+
+    def run_ids(self, graded: list[str]) -> list[str]:
+        """Every id the run asks for: the graded tests (as they run) and the must-fail ones."""
+        return [*dict.fromkeys(self.run_id(t) for t in graded), *self.must_fail]
+
+
+@dataclass
+class _Found:
+    path: str  # where the test is defined
+    scope: ast.Module | ast.ClassDef
+    node: ast.FunctionDef | ast.AsyncFunctionDef
+    classes: list[ast.ClassDef]  # the classes from the id's owner to the defining one
+
+
+class _Sources:
+    def __init__(self, sources: dict[str, str]):
+        self.text = sources
+        self.lines = {path: text.splitlines(keepends=True) for path, text in sources.items()}
+        self.trees: dict[str, ast.Module] = {}
+        for path, text in sources.items():
+            try:
+                self.trees[path] = ast.parse(text)
+            except (SyntaxError, ValueError):
+                continue
+        self._names: _NameIndex | None = None
+        self._classes_at: dict[int, str] | None = None
+
+    def names(self) -> _NameIndex:
+        if self._names is None:
+            self._names = _NameIndex.of(self.trees)
+        return self._names
+
+    def path_of(self, cls: ast.ClassDef) -> str | None:
+        if self._classes_at is None:
+            self._classes_at = {
+                id(node): path
+                for path, tree in self.trees.items()
+                for node in ast.walk(tree)
+                if isinstance(node, ast.ClassDef)
+            }
+        return self._classes_at.get(id(cls))
+
+    def locate(self, test: TestId) -> _Found | None:
+        tree = self.trees.get(test.file)
+        if tree is None:
+            return None
+        if not test.owners:
+            node = _last_def(tree.body, test.name)
+            return _Found(test.file, tree, node, []) if node else None
+        path, cls = test.file, _last_class(tree.body, test.owners[0])
+        if cls is None:  # imported into the test module from another one (`from tests.base import TestX`)
+            path, cls = next(iter(self._classes(test.owners[0], prefer=test.file)), (path, None))
+        for owner in test.owners[1:]:
+            cls = _last_class(cls.body, owner) if cls else None
+        if cls is None:
+            return None
+        return self._method(path, cls, test.name, [], depth=0)
+
+    def _method(self, path: str, cls: ast.ClassDef, name: str, seen: list[ast.ClassDef], depth: int) -> _Found | None:
+        classes = [*seen, cls]
+        node = _last_def(cls.body, name)
+        if node is not None:
+            return _Found(path, cls, node, classes)
+        if depth > 4:
+            return None
+        for base in cls.bases:
+            base_name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", None)
+            for base_path, base_cls in self._classes(base_name, prefer=path):
+                found = self._method(base_path, base_cls, name, classes, depth + 1)
+                if found:
+                    return found
+        return None
+
+    def _classes(self, name: str | None, prefer: str) -> list[tuple[str, ast.ClassDef]]:
+        if not name:
+            return []
+        paths = [prefer, *(p for p in self.trees if p != prefer)]
+        return [(p, c) for p in paths if (c := _last_class(self.trees[p].body, name)) is not None]
+
+
+def _last_def(body: list[ast.stmt], name: str):
+    found = None
+    for node in body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            found = node
+    return found
+
+
+def _last_class(body: list[ast.stmt], name: str) -> ast.ClassDef | None:
+    found = None
+    for node in body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            found = node
+    return found
+
+
+def _segment(lines: list[str], node: ast.AST) -> str:
+    return "".join(lines[node.lineno - 1 : node.end_lineno])
+
+
+def xfail_marked(src: _Sources, found: _Found) -> bool:
+    """A static expected-failure marker on the test, its classes or its module (pytestmark)."""
+    lines = src.lines[found.path]
+    marks = [_segment(lines, d) for d in found.node.decorator_list]
+    for cls in found.classes:
+        cls_lines = src.lines[src.path_of(cls) or found.path]
+        marks += [_segment(cls_lines, d) for d in cls.decorator_list]
+        marks += [_segment(cls_lines, n) for n in cls.body if _assigns(n, "pytestmark")]
+    module = src.trees[found.path]
+    marks += [_segment(lines, n) for n in module.body if _assigns(n, "pytestmark")]
+    return any(mark in text for text in marks for mark in XFAIL_MARKS)
+
+
+def _assigns(node: ast.stmt, name: str) -> bool:
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return any(isinstance(t, ast.Name) and t.id == name for t in targets)
+
+
+def renamed(line: str, old: str, new: str) -> str:
+    """A def line with its function renamed."""
+    return re.sub(rf"\bdef(\s+){re.escape(old)}\b", rf"def\g<1>{new}", line, count=1)
+
+
+def copy_source(
+    lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef, name: str, fail: str, keep_body: bool = True
+) -> str:
+    """The def (decorators included) named `name`, failing with `fail`: its body wrapped so that it always
+    ends in an AssertionError, or (keep_body=False) replaced by one."""
+    start = min([d.lineno for d in node.decorator_list] + [node.lineno])
+    segment = lines[start - 1 : node.end_lineno]
+    at = node.lineno - start
+    segment[at] = renamed(segment[at], node.name, name)
+    first = node.body[0]
+    body_at = min([d.lineno for d in getattr(first, "decorator_list", [])] + [first.lineno]) - start
+    if body_at <= at:  # `def test(): body` on one line
+        raise ValueError("a one-line test")
+    indent = _indent(segment[body_at])
+    unit = indent[len(_indent(segment[at])) :] or "    "
+    if not keep_body:
+        return "".join(segment[:body_at]) + f"{indent}raise AssertionError({fail!r})\n"
+    body = [unit + line if line.strip() else line for line in segment[body_at:]]
+    wrapped = [
+        f"{indent}try:\n",
+        *map(_with_newline, body),
+        f"{indent}finally:\n",
+        f"{indent}{unit}raise AssertionError({fail!r})\n",
+    ]
+    return "".join(segment[:body_at]) + "".join(wrapped)
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _with_newline(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+class _Names:
+    """New test names made of words the file's own test names use, unlike any graded name."""
+
+    def __init__(self, src: _Sources, graded: set[str], rng: random.Random):
+        self.rng, self.graded, self.src = rng, graded, src
+        self.taken = {w for text in src.text.values() for w in re.findall(r"\w+", text)}
+        self.pools: dict[str, list[str]] = {}
+
+    def _pool(self, path: str) -> list[str]:
+        if path not in self.pools:
+            words = {
+                w
+                for n in ast.walk(self.src.trees[path])
+                if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name.startswith("test")
+                for w in n.name.split("_")
+                if w.isalpha() and len(w) >= 3 and w != "test"
+            }
+            self.pools[path] = sorted(words if len(words) >= 4 else words | set(FALLBACK_WORDS))
+        return self.pools[path]
+
+    def new(self, path: str) -> str:
+        pool = self._pool(path)
+        for size in (2, 2, 2, 3, 3, 4) * 4:
+            name = "test_" + "_".join(self.rng.sample(pool, min(size, len(pool))))
+            if name not in self.taken and not any(g in name for g in self.graded):
+                self.taken.add(name)
+                return name
+        raise ValueError(f"no fresh test name for {path}")
+
+
+def plan_canaries(
+    f2p: list[str],
+    p2p: list[str],
+    sources: dict[str, str],
+    parse: Callable[[str], TestId | None],
+    format_id: Callable[[TestId], str],
+    rng: random.Random | None = None,
+) -> CanaryPlan:
+    """The canaries of a run of f2p + p2p, written into `sources` (path -> graded text of the test files
+    and the test modules they may inherit from). Pure: the grader writes plan.sources to the sandbox."""
+    rng = rng or random.Random()
+    src, plan = _Sources(sources), CanaryPlan()
+    graded = list(dict.fromkeys(f2p + p2p))
+    parsed = {t: parse(t) for t in graded}
+    found = {t: src.locate(tid) for t, tid in parsed.items() if tid is not None}
+    plan.static_xfail = {t for t, where in found.items() if where and xfail_marked(src, where)}
+    names = _Names(src, {tid.name for tid in parsed.values() if tid}, rng)
+    renames: dict[str, dict[int, tuple[str, str]]] = {}  # path -> line index -> (old name, new name)
+    inserts: dict[str, dict[int, list[str]]] = {}  # path -> line after which -> texts
+    new_names: dict[tuple[str, int], str] = {}  # (path, line of the def) -> its new name
+
+    def insert(where: _Found, text: str) -> None:
+        line = where.scope.end_lineno if isinstance(where.scope, ast.ClassDef) else len(src.lines[where.path])
+        inserts.setdefault(where.path, {}).setdefault(line, []).append(text)
+
+    for t in graded:
+        where, tid = found.get(t), parsed.get(t)
+        if where is None or tid is None:
+            plan.uncovered.append(t)
+            continue
+        key = (where.path, where.node.lineno)
+        if key not in new_names:
+            new_names[key] = names.new(where.path)
+            renames.setdefault(where.path, {})[where.node.lineno - 1] = (where.node.name, new_names[key])
+        plan.renamed[t] = format_id(TestId(tid.file, tid.owners, new_names[key], tid.params))
+    # A def renamed for one id must not leave another id naming it unresolved (imported under another
+    # name, made by a factory): such defs keep their names, and every id naming them runs as it is.
+    while stray := {parsed[t].name for t in plan.uncovered if parsed.get(t)} & {o for o, _ in _all(renames)}:
+        for t in [t for t in plan.renamed if parsed[t].name in stray]:
+            del plan.renamed[t]
+            plan.uncovered.append(t)
+        for path in renames:
+            renames[path] = {i: (o, n) for i, (o, n) in renames[path].items() if o not in stray}
+    # A renamed test that other code calls by name (`test_helper(...)`, `self.test_x()`) has those calls
+    # renamed with it, when they are plain loads of a name defined once; otherwise it keeps its name.
+    calls: dict[str, list[tuple[int, int, int, str]]] = {}  # path -> (line index, start, end, new name)
+    for path in list(renames):
+        for index, (old, new) in list(renames[path].items()):
+            uses = _uses(src, old)
+            if uses is None:
+                del renames[path][index]
+                for t in [t for t, run in plan.renamed.items() if parse(run).name == new]:
+                    del plan.renamed[t]
+                    plan.uncovered.append(t)
+                continue
+            for use_path, line, start, end in uses:
+                calls.setdefault(use_path, []).append((line, start, end, new))
+    decoyed: set[tuple[str, int]] = set()
+    for t in f2p:  # decoys under the failing tests' own names
+        if t not in plan.renamed:
+            continue
+        where, tid = found[t], parsed[t]
+        key = (where.path, where.node.lineno)
+        if key not in decoyed:
+            try:
+                insert(where, copy_source(src.lines[where.path], where.node, tid.name, f"decoy {tid.name}", False))
+            except ValueError:
+                continue
+            decoyed.add(key)
+        plan.must_fail.append(t)
+    owners: dict[tuple, list[str]] = {}
+    for t in graded:  # a must-fail copy per test class (or module) of the run that has no decoy
+        if t in plan.renamed and t not in plan.static_xfail:
+            owners.setdefault((parsed[t].file, parsed[t].owners), []).append(t)
+    with_decoy = {(parsed[t].file, parsed[t].owners) for t in plan.must_fail}
+    for owner, candidates in owners.items():
+        for t in candidates if owner not in with_decoy else []:
+            where, tid = found[t], parsed[t]
+            new = names.new(where.path)
+            try:
+                insert(where, copy_source(src.lines[where.path], where.node, new, f"must fail {new}"))
+            except ValueError:
+                continue
+            plan.must_fail.append(format_id(TestId(tid.file, tid.owners, new, tid.params)))
+            break
+    for path in renames.keys() | inserts.keys() | calls.keys():
+        lines = list(src.lines[path])
+        for line, start, end, new in sorted(calls.get(path, []), reverse=True):
+            lines[line] = lines[line][:start] + new + lines[line][end:]
+        for index, (old, new) in renames.get(path, {}).items():
+            lines[index] = renamed(lines[index], old, new)
+        text = _inserted(lines, inserts.get(path, {}))
+        try:
+            ast.parse(text)
+        except SyntaxError:  # an inserted test that does not fit this file: the renames alone
+            text = _inserted(lines, {})
+            gone = {
+                m.group(1) for texts in inserts[path].values() for m in re.finditer(r"\bdef\s+(\w+)", "".join(texts))
+            }
+            plan.must_fail = [m for m in plan.must_fail if re.split(r"::|\.", m.split("[", 1)[0])[-1] not in gone]
+        plan.sources[path] = text
+    return plan
+
+
+def _uses(src: _Sources, name: str) -> list[tuple[str, int, int, int]] | None:
+    """Where `name` is used besides its def, as (path, line index, start, end) of each load by name or
+    attribute; None when a rename could not follow it (defined more than once, assigned, deleted,
+    imported, a parameter, a global or nonlocal)."""
+    index = src.names()
+    if name in index.bound:
+        return None
+    uses = []
+    for path, node in index.loads.get(name, []):
+        line = src.lines[path][node.lineno - 1]
+        end = len(line.encode()[: node.end_col_offset].decode(errors="replace"))
+        uses.append((path, node.lineno - 1, end - len(name), end))
+    return None if uses and index.defs.get(name, 0) != 1 else uses
+
+
+@dataclass
+class _NameIndex:
+    """Every name of the sources, in one walk: how often each is defined, where each is loaded (by name
+    or attribute, on one line), and those a rename cannot follow."""
+
+    defs: dict[str, int] = field(default_factory=dict)
+    loads: dict[str, list[tuple[str, ast.Name | ast.Attribute]]] = field(default_factory=dict)
+    bound: set[str] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, trees: dict[str, ast.Module]) -> _NameIndex:
+        index = cls()
+        for path, tree in trees.items():
+            for node in ast.walk(tree):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    index.defs[node.name] = index.defs.get(node.name, 0) + 1
+                elif isinstance(node, ast.Name | ast.Attribute):
+                    name = node.id if isinstance(node, ast.Name) else node.attr
+                    if isinstance(node.ctx, ast.Load) and node.lineno == node.end_lineno:
+                        index.loads.setdefault(name, []).append((path, node))
+                    else:
+                        index.bound.add(name)
+                elif isinstance(node, ast.Import | ast.ImportFrom):
+                    index.bound |= {alias.asname or alias.name for alias in node.names} | {a.name for a in node.names}
+                elif isinstance(node, ast.Global | ast.Nonlocal):
+                    index.bound |= set(node.names)
+                elif isinstance(node, ast.arg):
+                    index.bound.add(node.arg)
+        return index
+
+
+def _all(renames: dict[str, dict[int, tuple[str, str]]]) -> list[tuple[str, str]]:
+    return [pair for per_file in renames.values() for pair in per_file.values()]
+
+
+def _inserted(lines: list[str], at: dict[int, list[str]]) -> str:
+    lines = list(lines)
+    if lines:
+        lines[-1] = _with_newline(lines[-1])
+    for line in sorted(at, reverse=True):  # several scopes may end on one line: the innermost's texts first
+        texts = sorted(at[line], key=lambda text: -len(_indent(text)))
+        lines[line:line] = [piece for text in texts for piece in ("\n", text)]
+    return "".join(lines)

@@ -1,0 +1,242 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""Canaries written into real test files and run by the real runners: graded tests renamed in place keep
+their outcomes, decoys under the failing tests' names and must-fail copies always fail, new names say
+nothing, expected-failure markers are read from the source."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from resources_servers.swe.canaries import FALLBACK_WORDS, plan_canaries
+from resources_servers.swe.runners import Pytest, Unittest
+
+PYTEST, UNITTEST = Pytest(), Unittest()
+
+FUNCTIONS = textwrap.dedent(
+    '''
+    import pytest
+
+    from calc import add
+
+    pytestmark = [pytest.mark.filterwarnings("ignore")]
+
+
+    def helper(x):
+        return x
+
+
+    @pytest.mark.parametrize("a, b, total", [(1, 2, 3), (2, 2, 4)])
+    def test_add_numbers(a, b, total):
+        """Adds."""
+        assert add(a, b) == total
+
+
+    def test_add_decorated():
+        @helper
+        def inner():
+            return add(1, 1)
+
+        assert inner() == 2
+
+
+    def test_add_early_return():
+        if add(0, 0) == 0:
+            return
+        raise AssertionError("unreachable")
+
+
+    @pytest.mark.xfail(reason="known")
+    def test_add_strings():
+        assert add("a", 1)
+
+
+    test_generated = lambda: None  # noqa: E731
+    '''
+)
+MIXIN = textwrap.dedent(
+    """
+    class AddMixin:
+        def test_add_twice(self):
+            assert self.add(self.add(1, 1), 1) == 3
+    """
+)
+CLASSES = textwrap.dedent(
+    """
+    import unittest
+
+    from calc import add
+    from tests import AddMixin
+
+
+    class AddTest(unittest.TestCase, AddMixin):
+        add = staticmethod(add)
+
+        def test_add(self):
+            self.assertEqual(add(2, 3), 5)
+
+        @unittest.expectedFailure
+        def test_add_none(self):
+            add(None, 1)
+    """
+)
+
+
+def repo(tmp_path: Path, correct: bool) -> Path:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "calc.py").write_text(f"def add(a, b):\n    return a {'+' if correct else '-'} b\n")
+    (tmp_path / "tests" / "__init__.py").write_text(MIXIN)
+    (tmp_path / "tests" / "test_functions.py").write_text(FUNCTIONS)
+    (tmp_path / "tests" / "test_classes.py").write_text(CLASSES)
+    return tmp_path
+
+
+F2P = [
+    "tests/test_functions.py::test_add_numbers[1-2-3]",
+    "tests/test_functions.py::test_add_numbers[2-2-4]",
+    "tests/test_functions.py::test_add_decorated",
+    "tests/test_classes.py::AddTest::test_add",
+    "tests/test_classes.py::AddTest::test_add_twice",  # defined in the mixin
+    "tests/test_functions.py::test_generated",  # made by an assignment: no source to copy
+]
+P2P = ["tests/test_functions.py::test_add_early_return", "tests/test_functions.py::test_add_strings"]
+
+
+def plan_for(root: Path, runner=PYTEST, f2p=F2P, p2p=P2P, seed=0):
+    files = ["tests/__init__.py", "tests/test_functions.py", "tests/test_classes.py"]
+    sources = {f: (root / f).read_text() for f in files}
+    plan = plan_canaries(f2p, p2p, sources, runner.parse_id, runner.format_id, random.Random(seed))
+    for path, text in plan.sources.items():
+        (root / path).write_text(text)
+    return plan
+
+
+def outcomes(root: Path, ids: list[str]) -> dict[str, str]:
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q", *ids],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    found = {}
+    for line in run.stdout.splitlines():
+        status, _, rest = line.partition(" ")
+        if status in ("PASSED", "FAILED", "XFAIL", "ERROR"):
+            found[rest.split(" - ")[0]] = status
+    return found
+
+
+@pytest.mark.parametrize("correct", [True, False])
+def test_renamed_tests_keep_their_outcomes_and_decoys_always_fail(tmp_path, correct):
+    root = repo(tmp_path, correct)
+    plan = plan_for(root)
+    graded = [t for t in F2P + P2P if "generated" not in t]
+    assert plan.uncovered == ["tests/test_functions.py::test_generated"]
+    assert sorted(plan.renamed) == sorted(graded)
+    assert set(F2P[:-1]) <= set(plan.must_fail)  # each failing test's own id is now a decoy
+    seen = outcomes(root, plan.run_ids(graded))
+    for test in F2P[:-1]:
+        assert seen[plan.run_id(test)] == ("PASSED" if correct else "FAILED"), (test, seen)
+    assert seen[plan.run_id("tests/test_functions.py::test_add_early_return")] == "PASSED"
+    assert seen[plan.run_id("tests/test_functions.py::test_add_strings")] == "XFAIL"
+    assert all(seen[t] == "FAILED" for t in plan.must_fail), seen
+
+
+def test_renames_happen_where_a_test_is_defined_and_new_names_say_nothing(tmp_path):
+    root = repo(tmp_path, True)
+    before = (root / "tests" / "test_functions.py").read_text().splitlines()
+    plan = plan_for(root)
+    mixin = (root / "tests" / "__init__.py").read_text()
+    twice = plan.run_id("tests/test_classes.py::AddTest::test_add_twice")
+    assert twice.startswith("tests/test_classes.py::AddTest::test_")
+    assert f"def {twice.rsplit('::', 1)[1]}(self)" in mixin  # inherited: renamed in the mixin
+    after = (root / "tests" / "test_functions.py").read_text().splitlines()
+    changed = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
+    assert len(changed) == 4 and all(before[i].startswith("def test_add") for i in changed)  # the def lines only
+    assert after[: len(before)] != before and len(after) > len(before)  # decoys appended at the end
+    # words of the file's own test names (a file with few of them borrows common ones)
+    words = {"add", "numbers", "decorated", "early", "return", "strings", "twice", "none", *FALLBACK_WORDS}
+    fresh = [*plan.renamed.values(), *(t for t in plan.must_fail if t not in F2P)]
+    for test in fresh:
+        name = test.split("::")[-1].split("[")[0]
+        assert set(name.split("_")[1:]) <= words, name
+        assert not any(original.split("::")[-1].split("[")[0] in name for original in F2P + P2P), name
+
+
+def test_static_expected_failure_markers_are_read_from_the_source(tmp_path):
+    root = repo(tmp_path, True)
+    plan = plan_for(root, p2p=[*P2P, "tests/test_classes.py::AddTest::test_add_none"])
+    assert plan.static_xfail == {
+        "tests/test_functions.py::test_add_strings",
+        "tests/test_classes.py::AddTest::test_add_none",
+    }
+    assert not any("strings" in t or "none" in t for t in plan.must_fail)  # an xfail test never must fail
+
+
+def test_unittest_ids(tmp_path):
+    root = repo(tmp_path, False)
+    f2p = ["tests.test_classes.AddTest.test_add", "tests.test_classes.AddTest.test_add_twice"]
+    plan = plan_for(root, UNITTEST, f2p, [])
+    assert all(plan.run_id(t).startswith("tests.test_classes.AddTest.test_") for t in f2p)
+    assert plan.must_fail == f2p  # the decoys
+    run = subprocess.run(
+        [sys.executable, "-m", "unittest", "-v", *plan.run_ids(f2p)], cwd=root, capture_output=True, text=True
+    )
+    assert run.stderr.count("... FAIL") == 2 * len(f2p), run.stderr  # the bug, and the decoys
+
+
+def test_a_one_line_test_is_renamed_without_a_decoy():
+    sources = {"tests/test_one.py": "def test_a(): assert True\n"}  # a one-line def has no body to replace
+    plan = plan_canaries(["tests/test_one.py::test_a"], [], sources, PYTEST.parse_id, PYTEST.format_id)
+    assert list(plan.renamed) == ["tests/test_one.py::test_a"] and plan.must_fail == []
+    compile(plan.sources["tests/test_one.py"], "test_one.py", "exec")
+
+
+def test_calls_to_a_renamed_test_follow_it(tmp_path):
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (tmp_path / "test_calls.py").write_text(
+        textwrap.dedent(
+            """
+            from calc import add
+
+
+            def test_add_sum(check=lambda x: x == 3):
+                assert check(add(1, 2))
+
+
+            def test_add_again():
+                test_add_sum(check=lambda x: x > 2)
+
+
+            class TestAdd:
+                def test_add_method(self):
+                    assert add(2, 2) == 4
+
+                def test_add_twice(self):
+                    self.test_add_method()
+            """
+        )
+    )
+    ids = ["test_calls.py::test_add_sum", "test_calls.py::test_add_again", "test_calls.py::TestAdd::test_add_twice"]
+    ids.append("test_calls.py::TestAdd::test_add_method")
+    sources = {"test_calls.py": (tmp_path / "test_calls.py").read_text()}
+    plan = plan_canaries(ids[:2], ids[2:], sources, PYTEST.parse_id, PYTEST.format_id, random.Random(3))
+    (tmp_path / "test_calls.py").write_text(plan.sources["test_calls.py"])
+    assert not plan.uncovered and sorted(plan.renamed) == sorted(ids)
+    seen = outcomes(tmp_path, plan.run_ids(ids))
+    assert all(seen[plan.run_id(t)] == "PASSED" for t in ids), seen
+    assert all(seen[t] == "FAILED" for t in plan.must_fail), seen
+
+
+def test_a_test_defined_twice_and_called_by_name_keeps_its_name():
+    source = "def test_twice():\n    pass\n\n\ndef test_twice():\n    pass\n\n\ndef test_caller():\n    test_twice()\n"
+    plan = plan_canaries(
+        ["t.py::test_twice"], ["t.py::test_caller"], {"t.py": source}, PYTEST.parse_id, PYTEST.format_id
+    )
+    assert plan.uncovered == ["t.py::test_twice"] and "t.py::test_caller" in plan.renamed
