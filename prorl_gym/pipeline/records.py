@@ -57,6 +57,12 @@ class RolloutRecord(BaseModel):
     token_ids_contiguous: bool | None = Field(
         None, description="every turn's prompt ids extend the tokens before (NeMo RL's rule); null without ids"
     )
+    token_prompts: dict[str, int] = Field(
+        default_factory=dict,
+        description="turns by how the model server made their prompt ids: rendered (a first turn), extended "
+        "(the turn before's ids, exactly), drifted (chat mode: the endpoint's re-rendering did not extend "
+        "them), rerendered (token-in/token-out: a conversation without ids, rendered whole)",
+    )
     host: str | None = Field(None, description="where the rollout's sandbox ran (host or node)")
     snapshots: list[TurnSnapshot] = Field(default_factory=list, description="with snapshots: every_turn")
     branched_from: BranchedFrom | None = Field(None, description="a branch: the rollout and turn it continues")

@@ -52,6 +52,9 @@ class LoopStats:
     policy_s: float = 0.0
     tools_s: float = 0.0  # tool calls as the agent waits for them (HTTP included)
     tool_exec_s: float = 0.0  # of which inside the sandbox, as the tools report it
+    # How each turn's prompt ids were made, as the model server says (rendered, extended, drifted,
+    # rerendered: ...); a turn of a server that does not say is not counted.
+    token_prompts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -136,6 +139,9 @@ class AgentLoop:
             raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra) from exc
         if response.usage:
             self.stats.output_tokens += response.usage.output_tokens
+        if kind := (response.metadata or {}).get("prorl_prompt"):
+            kind = kind.split(":", 1)[0]
+            self.stats.token_prompts[kind] = self.stats.token_prompts.get(kind, 0) + 1
         self.last_response = response
         return response
 

@@ -305,6 +305,7 @@ class Pipeline:
                 "num_tool_calls": stats.tool_calls if stats else 0,
                 "malformed_tool_calls": stats.malformed_tool_calls if stats else 0,
                 "token_ids_contiguous": token_ids_contiguous(fields["response"].get("output", [])),
+                "token_prompts": stats.token_prompts if stats else {},
                 "host": a.host,
                 "snapshots": a.snapshots,
             }

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from aiohttp.client_exceptions import ClientResponseError
 from fastapi import FastAPI, HTTPException, Request
 from nemo_gym.base_responses_api_model import Body
 from nemo_gym.openai_utils import (
@@ -40,6 +41,7 @@ from prorl_gym.metrics import ServerMetrics
 from prorl_gym.supervise import supervised
 from responses_api_models.balanced_vllm_model.balancer import Unavailable, normalize_url
 from responses_api_models.balanced_vllm_model.pool import BalancerSettings, EndpointPool, Lease
+from responses_api_models.balanced_vllm_model.tito import TokenInTokenOut, TokenModeSettings
 from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
 
 T = TypeVar("T")
@@ -48,8 +50,9 @@ ENDPOINT_HEADER = "x-policy-endpoint"  # which endpoint served a response (logs,
 _CLIENT: ContextVar[NeMoGymAsyncOpenAI] = ContextVar("policy_endpoint_client")
 
 
-class BalancedVLLMModelConfig(BalancerSettings, VLLMModelConfig):
-    """vllm_model's config; base_url is the endpoint list: a list, or one string (commas separate URLs)."""
+class BalancedVLLMModelConfig(TokenModeSettings, BalancerSettings, VLLMModelConfig):
+    """vllm_model's config; base_url is the endpoint list: a list, or one string (commas separate URLs);
+    token_mode chat (vllm_model's chat route) or tito (token-in/token-out: tito.py)."""
 
     @model_validator(mode="after")
     def _endpoints(self) -> "BalancedVLLMModelConfig":
@@ -58,6 +61,8 @@ class BalancedVLLMModelConfig(BalancerSettings, VLLMModelConfig):
         self.base_url = list(dict.fromkeys(split))  # ordered, without duplicates
         if self.num_workers not in (None, 1):
             raise ValueError("balanced_vllm_model keeps routing state in one process: num_workers must be 1")
+        if self.token_mode == "tito" and not self.return_token_id_information:
+            raise ValueError("token_mode: tito returns token ids: it needs return_token_id_information: true")
         return self
 
 
@@ -72,6 +77,8 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
     _pool: EndpointPool = PrivateAttr()
     _metrics: ServerMetrics = PrivateAttr()
     _call_seconds: Any = PrivateAttr()
+    _prompts: Any = PrivateAttr()
+    _tito: TokenInTokenOut | None = PrivateAttr(None)
 
     def _post_init(self) -> None:
         c = self.config
@@ -82,6 +89,9 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
         self._call_seconds = self._metrics.histogram("prorl_policy_call_seconds", doc, ("endpoint", "outcome"))
         healthy = self._metrics.gauge("prorl_policy_endpoints_healthy", "Policy endpoints that take new sessions")
         healthy.set_function(lambda: sum(e.healthy for e in self._pool.balancer.endpoints))
+        doc = "Policy calls by token mode and how their prompt ids relate to the turn before (tito.py)"
+        self._prompts = self._metrics.counter("prorl_token_prompts_total", doc, ("mode", "kind"))
+        self._tito = TokenInTokenOut(c, c.model, c.uses_reasoning_parser) if c.token_mode == "tito" else None
 
     @classmethod
     def run_webserver(cls):
@@ -105,10 +115,46 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
         return app
 
     # ------------------------------------------------------------------ policy calls
+    async def responses(
+        self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming = Body()
+    ) -> NeMoGymResponse:
+        response = await super().responses(request, body)
+        if kind := getattr(request.state, "prorl_prompt", None):  # how this turn's prompt ids were made
+            response.metadata = (response.metadata or {}) | {"prorl_prompt": kind}
+        return response
+
     async def chat_completions(
         self, request: Request, body: NeMoGymChatCompletionCreateParamsNonStreaming = Body()
     ) -> NeMoGymChatCompletion:
-        return await self._balanced(request, lambda: super(BalancedVLLMModel, self).chat_completions(request, body))
+        if self._tito is not None:
+            return await self._balanced(request, lambda: self._token_in_token_out(request, body))
+        completion = await self._balanced(
+            request, lambda: super(BalancedVLLMModel, self).chat_completions(request, body)
+        )
+        if self.config.return_token_id_information:
+            kind = _chat_prompt_kind(body.model_dump(exclude_unset=True).get("messages") or [], completion)
+            self._prompts.labels("chat", kind).inc()
+            request.state.prorl_prompt = kind
+        return completion
+
+    async def _token_in_token_out(
+        self, request: Request, body: NeMoGymChatCompletionCreateParamsNonStreaming
+    ) -> NeMoGymChatCompletion:
+        body_dict = self._preprocess_chat_completion_create_params(request, body.model_dump(exclude_unset=True))
+        client = self._resolve_client(request)
+        prompt = await self._tito.prompt(client, body_dict)
+        self._prompts.labels("tito", prompt.kind).inc()
+        request.state.prorl_prompt = prompt.kind + (f": {prompt.reason}" if prompt.reason else "")
+        try:
+            completion = await self._tito.complete(client, body_dict, prompt)
+        except ClientResponseError as e:  # out of context: an empty turn that ended on length, as vllm_model does
+            text = e.response_content.decode(errors="replace") if getattr(e, "response_content", None) else ""
+            if e.status == 400 and ("context length" in text or "max_tokens" in text):
+                empty = self._create_empty_chat_completion()
+                empty.choices[0].finish_reason = "length"
+                return empty
+            raise
+        return NeMoGymChatCompletion.model_validate(completion)
 
     async def _responses_native(
         self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming
@@ -185,6 +231,16 @@ class EndpointHeader:
             await send(message)
 
         await self.app(scope, receive, send_with_header)
+
+
+def _chat_prompt_kind(messages: list[dict], completion: NeMoGymChatCompletion) -> str:
+    """chat mode: did the endpoint's prompt extend the ids of the turn before ("extended"), or not ("drifted")?"""
+    prompt = getattr(completion.choices[0].message, "prompt_token_ids", None) if completion.choices else None
+    before = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+    if prompt is None or before is None or not before.get("prompt_token_ids"):
+        return "rendered"
+    seen = [int(i) for i in before["prompt_token_ids"]] + [int(i) for i in before.get("generation_token_ids") or []]
+    return "extended" if list(prompt[: len(seen)]) == seen else "drifted"
 
 
 async def _on_endpoint[T](lease: Lease, call: Callable[[], Awaitable[T]]) -> T:

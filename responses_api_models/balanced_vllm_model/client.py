@@ -16,7 +16,7 @@ import logging
 from typing import Any, Protocol
 
 from aiohttp import ClientResponse
-from nemo_gym.openai_utils import MAX_NUM_TRIES, RETRY_ERROR_CODES, NeMoGymAsyncOpenAI
+from nemo_gym.openai_utils import MAX_NUM_TRIES, RETRY_ERROR_CODES, NeMoGymAsyncOpenAI, get_response_json
 from pydantic import PrivateAttr
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,19 @@ class EndpointClient(NeMoGymAsyncOpenAI):
         completion = await super().create_chat_completion(**(kwargs | {"return_token_ids": True}))
         hoist_token_ids(completion)
         return completion
+
+    async def create_completion(self, **kwargs: Any) -> dict:
+        """vLLM's /v1/completions (a token-id prompt: token-in/token-out)."""
+        return await self._post(f"{self.base_url}/completions", kwargs)
+
+    async def create_generate(self, **kwargs: Any) -> dict:
+        """SGLang's native /generate (input_ids in, output ids out), at the server's root."""
+        return await self._post(f"{self.base_url.removesuffix('/v1')}/generate", kwargs)
+
+    async def _post(self, url: str, body: dict) -> dict:
+        response = await self._request(method="POST", url=url, json=body)
+        await self._raise_for_status(response, {"url": url, "json": body})
+        return await get_response_json(response)
 
     async def _request(self, method: str, url: str, json: Any = None, **_: Any) -> ClientResponse:
         headers = self.default_headers | {"Authorization": f"Bearer {self.api_key}"}

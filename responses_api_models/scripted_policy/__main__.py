@@ -3,7 +3,7 @@
 """Serve the scripted policy (a stand-in for a GPU model) on an OpenAI-compatible endpoint.
 
     python -m responses_api_models.scripted_policy --data rows.jsonl [--data ...] [--port 8000]
-        [--mode gold|wrong|malformed] [--tool-calls N] [--latency-ms MS]
+        [--mode gold|wrong|malformed] [--tool-calls N] [--latency-ms MS] [--tokenizer qwen3|DIR]
 
 Point NeMo Gym at it with policy_base_url=http://127.0.0.1:<port>/v1.
 """
@@ -14,7 +14,9 @@ import argparse
 
 import uvicorn
 
+from prorl_gym.tokens.tokenizer import load
 from responses_api_models.scripted_policy.app import ScriptedPolicy, create_app
+from responses_api_models.scripted_policy.real_tokens import RealTokens
 from responses_api_models.scripted_policy.scripts import MODES
 
 
@@ -33,6 +35,12 @@ def main() -> None:
         metavar="RECORDED=NAME",
         help="call a recorded tool by another name",
     )
+    parser.add_argument(
+        "--tokenizer",
+        default=None,
+        help="answer as vLLM serving a real model would: its tokenizer and chat template (qwen3, or a directory "
+        "with tokenizer.json and tokenizer_config.json); also serves token-id /v1/completions and /generate",
+    )
     args = parser.parse_args()
     policy = ScriptedPolicy.from_files(
         args.data,
@@ -41,8 +49,9 @@ def main() -> None:
         latency_s=args.latency_ms / 1000,
         tool_aliases=dict(alias.split("=", 1) for alias in args.tool_alias),
     )
+    tokens = RealTokens(load(args.tokenizer)) if args.tokenizer else None
     print(f"scripted policy (stand-in for a GPU model) on http://{args.host}:{args.port}/v1", flush=True)
-    uvicorn.run(create_app(policy), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(create_app(policy, tokens), host=args.host, port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""The scripted policy's HTTP server: OpenAI chat completions + vLLM's /tokenize.
+"""The scripted policy's HTTP server: OpenAI chat completions, vLLM's /tokenize and /detokenize, and
+with a real tokenizer (real_tokens.py) vLLM's token-id /v1/completions and SGLang's /generate.
 
 STAND-IN for a GPU model. It replays recorded actions (see scripts.py) for the task whose
 first user message it recognises, and returns token ids and log-probs the way vLLM does
@@ -19,12 +20,14 @@ import json
 import logging
 import time
 import uuid
+from collections import deque
 from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from responses_api_models.scripted_policy.chat_template import decode, encode, render, render_assistant
+from responses_api_models.scripted_policy.real_tokens import RealTokens, drift_cases
 from responses_api_models.scripted_policy.scripts import MODES, Step, build_script
 
 log = logging.getLogger(__name__)
@@ -85,7 +88,12 @@ class ScriptedPolicy:
             return self.latency_s
 
     def next_step(self, messages: list[dict], mode: str) -> Step:
-        key = _key(_first_user_text(messages))
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        return self.step_for(_first_user_text(messages), turn, mode)
+
+    def step_for(self, first_user_text: str, turn: int, mode: str) -> Step:
+        """What the script says at `turn` (0-based assistant turns) of the task with this first user message."""
+        key = _key(first_user_text)
         row = self._rows.get(key)
         if row is None:
             log.warning("scripted policy: no script for this prompt; answering that it has none")
@@ -96,7 +104,6 @@ class ScriptedPolicy:
             if self.tool_aliases:
                 script = [_aliased(step, self.tool_aliases) for step in script]
             self._scripts[(key, mode)] = script
-        turn = sum(1 for m in messages if m.get("role") == "assistant")
         return script[min(turn, len(script) - 1)]
 
 
@@ -105,8 +112,10 @@ def _aliased(step: Step, aliases: dict[str, str]) -> Step:
     return Step(content=step.content, tool_calls=calls)
 
 
-def create_app(policy: ScriptedPolicy) -> FastAPI:
+def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None) -> FastAPI:
+    """tokens: a real model's tokenizer and template (real_tokens.py); by default the byte-level ones."""
     app = FastAPI(title="scripted policy (stand-in for a GPU model)")
+    sampled: deque[dict] = deque(maxlen=4096)  # what was generated, newest last: tests compare records with it
     # time spent answering (the policy's own share of a turn, for benchmarks), and requests by path
     busy: dict = {"requests": 0, "busy_s": 0.0, "paths": {}}
 
@@ -137,11 +146,22 @@ def create_app(policy: ScriptedPolicy) -> FastAPI:
     async def models() -> dict:
         return {"object": "list", "data": [{"id": f"scripted-{m}", "object": "model"} for m in MODES]}
 
+    @app.get("/sampled")
+    async def sampled_ids() -> list[dict]:
+        return list(sampled)
+
     @app.post("/tokenize")
     async def tokenize(request: Request) -> dict:
         body = await request.json()
-        tokens = encode(render(body.get("messages", []), body.get("tools")))
-        return {"count": len(tokens), "max_model_len": 1 << 20, "tokens": tokens}
+        if tokens is not None:
+            return tokens.tokenize(body)
+        ids = encode(render(body.get("messages", []), body.get("tools")))
+        return {"count": len(ids), "max_model_len": 1 << 20, "tokens": ids}
+
+    @app.post("/detokenize")
+    async def detokenize(request: Request) -> dict:
+        ids = (await request.json()).get("tokens") or []
+        return {"prompt": tokens.tokenizer.decode(ids) if tokens is not None else decode(ids)}
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -155,9 +175,146 @@ def create_app(policy: ScriptedPolicy) -> FastAPI:
         if latency_s:
             await asyncio.sleep(latency_s)
         step = policy.next_step(messages, policy.mode_for(body))
-        return completion(body, messages, step)
+        if tokens is None:
+            return completion(body, messages, step)
+        answer = real_chat_completion(tokens, body, messages, step)
+        sampled.append({"route": "chat", "ids": answer["choices"][0]["token_ids"]})
+        if not body.get("return_token_ids"):
+            answer.pop("prompt_token_ids")
+            answer["choices"][0].pop("token_ids")
+        return answer
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        """vLLM's completion route with a token-id prompt (token-in/token-out): a real tokenizer only."""
+        body = await request.json()
+        prompt = body.get("prompt")
+        if tokens is None or not (isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)):
+            return JSONResponse(status_code=400, content={"object": "error", "message": "prompt must be token ids"})
+        latency_s = policy.latency_for(body)
+        if latency_s:
+            await asyncio.sleep(latency_s)
+        user, turn, thinking = tokens.conversation_of(prompt)
+        generated = tokens.generate(policy.step_for(user, turn, policy.mode_for(body)), thinking, drift_cases(user))
+        generated, finish = _limited(generated, body.get("max_tokens"))
+        sampled.append({"route": "completions", "ids": generated})
+        return token_completion(tokens, body, prompt, generated, finish)
+
+    @app.post("/generate")
+    async def generate(request: Request):
+        """SGLang's native route: input_ids in, output ids and log-probs out."""
+        body = await request.json()
+        prompt = body.get("input_ids")
+        if tokens is None or not isinstance(prompt, list) or not prompt:
+            return JSONResponse(status_code=400, content={"error": "input_ids must be token ids"})
+        params = body.get("sampling_params") or {}
+        user, turn, thinking = tokens.conversation_of(prompt)
+        generated = tokens.generate(policy.step_for(user, turn, policy.mode_for(body)), thinking, drift_cases(user))
+        generated, finish = _limited(generated, params.get("max_new_tokens"))
+        sampled.append({"route": "generate", "ids": generated})
+        logprobs = tokens.logprobs(generated)
+        text = tokens.tokenizer.decode(generated)
+        return {
+            "text": text,
+            "output_ids": generated,
+            "meta_info": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": len(generated),
+                "finish_reason": {"type": finish},
+                "output_token_logprobs": [[lp, t, None] for lp, t in zip(logprobs, generated)],
+            },
+        }
 
     return app
+
+
+def _limited(ids: list[int], max_tokens: int | None) -> tuple[list[int], str]:
+    if max_tokens and len(ids) > max_tokens:
+        return ids[:max_tokens], "length"
+    return ids, "stop"
+
+
+def real_chat_completion(tokens: RealTokens, body: dict, messages: list[dict], step: Step) -> dict:
+    """vLLM's chat route on a real template: re-rendered prompt, sampled ids, parsed message."""
+    kwargs = body.get("chat_template_kwargs") or {}
+    thinking = kwargs.get("enable_thinking", True) is not False
+    prompt = tokens.chat_prompt(messages, body.get("tools"), kwargs)
+    generated = tokens.generate(step, thinking, drift_cases(_first_user_text(messages)))
+    max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+    generated, finish = _limited(generated, max_tokens)
+    message, parsed_finish = tokens.chat_message(generated, bool(body.get("tools")))
+    choice: dict = {
+        "index": 0,
+        "message": message,
+        "finish_reason": finish if finish == "length" else parsed_finish,
+        "logprobs": None,
+        "token_ids": generated,
+    }
+    if body.get("logprobs"):
+        choice["logprobs"] = {"content": _logprob_entries(tokens, generated, body.get("return_tokens_as_token_ids"))}
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model") or "scripted",
+        "choices": [choice],
+        "usage": _usage(prompt, generated),
+        "prompt_token_ids": prompt,
+    }
+
+
+def token_completion(tokens: RealTokens, body: dict, prompt: list[int], generated: list[int], finish: str) -> dict:
+    """vLLM's /v1/completions answer: text, legacy log-probs (token ids as `token_id:<id>`), token ids."""
+    skip = body.get("skip_special_tokens", True)
+    text = tokens.tokenizer.decode(generated)
+    if skip:
+        for end in tokens.tokenizer.end_ids:
+            text = text.replace(tokens.tokenizer.token(end), "")
+    choice: dict = {"index": 0, "text": text, "finish_reason": finish, "stop_reason": None, "logprobs": None}
+    if body.get("logprobs") is not None:
+        names = [
+            f"token_id:{t}" if body.get("return_tokens_as_token_ids") else tokens.tokenizer.decode([t])
+            for t in generated
+        ]
+        logprobs = tokens.logprobs(generated)
+        choice["logprobs"] = {
+            "tokens": names,
+            "token_logprobs": logprobs,
+            "top_logprobs": [{n: lp} for n, lp in zip(names, logprobs)],
+            "text_offset": [0] * len(generated),
+        }
+    answer = {
+        "id": f"cmpl-{uuid.uuid4().hex}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": body.get("model") or "scripted",
+        "choices": [choice],
+        "usage": _usage(prompt, generated),
+    }
+    if body.get("return_token_ids"):
+        choice["token_ids"] = generated
+        answer["prompt_token_ids"] = prompt
+    return answer
+
+
+def _logprob_entries(tokens: RealTokens, ids: list[int], as_ids: bool) -> list[dict]:
+    return [
+        {
+            "token": f"token_id:{t}" if as_ids else tokens.tokenizer.decode([t]),
+            "logprob": lp,
+            "bytes": list(tokens.tokenizer.decode([t]).encode()),
+            "top_logprobs": [],
+        }
+        for t, lp in zip(ids, tokens.logprobs(ids))
+    ]
+
+
+def _usage(prompt: list[int], generated: list[int]) -> dict:
+    return {
+        "prompt_tokens": len(prompt),
+        "completion_tokens": len(generated),
+        "total_tokens": len(prompt) + len(generated),
+    }
 
 
 def completion(body: dict, messages: list[dict], step: Step) -> dict:

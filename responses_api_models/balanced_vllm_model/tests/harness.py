@@ -72,22 +72,26 @@ class Policies:
         self.log_dir = log_dir
         self._started: list[Policy] = []
 
-    async def start(self, n: int, latency_ms: float = 0.0, port: int | None = None) -> list[Policy]:
-        policies = [self._spawn(latency_ms, port or free_port()) for _ in range(n)]
+    async def start(
+        self, n: int, latency_ms: float = 0.0, port: int | None = None, data: Path = EXAMPLE, args: tuple = ()
+    ) -> list[Policy]:
+        """n scripted policies; `args` more of their command line (e.g. --tokenizer qwen3)."""
+        policies = [self._spawn(latency_ms, port or free_port(), data, args) for _ in range(n)]
         await asyncio.gather(*(self._wait_up(p) for p in policies))
         return policies
 
-    def _spawn(self, latency_ms: float, port: int) -> Policy:
+    def _spawn(self, latency_ms: float, port: int, data: Path, args: tuple) -> Policy:
         argv = [
             sys.executable,
             "-m",
             "responses_api_models.scripted_policy",
             "--data",
-            str(EXAMPLE),
+            str(data),
             "--port",
             str(port),
             "--latency-ms",
             str(latency_ms),
+            *args,
         ]
         with open(self.log_dir / f"policy-{port}.log", "a") as log:
             proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -156,6 +160,7 @@ class Rollout:
 
     server: ModelServer
     row: dict = field(default_factory=lambda: ROWS[0])  # its first user message selects the script
+    metadata: dict[str, str] | None = None  # the request's (e.g. chat_template_kwargs, as a JSON string)
     cookies: dict[str, str] = field(default_factory=dict)
     items: list[dict] = field(default_factory=list)
     endpoint: str | None = None  # where its session is bound, once a turn has been served
@@ -166,7 +171,7 @@ class Rollout:
     async def turn(self) -> Turn:
         headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}
         started = time.monotonic()
-        body = {"input": self.items, "tools": TOOLS}
+        body = {"input": self.items, "tools": TOOLS} | ({"metadata": self.metadata} if self.metadata else {})
         async with self.server.http.post(f"{self.server.url}/v1/responses", json=body, headers=headers) as r:
             payload = await r.json(content_type=None)
             self.cookies |= {name: morsel.value for name, morsel in r.cookies.items()}
@@ -191,8 +196,7 @@ async def serve_model(urls: list[str], **settings: Any) -> AsyncIterator[ModelSe
         api_key="x",
         model="scripted-gold",
         return_token_id_information=True,
-        uses_reasoning_parser=False,
-        **(FAST | settings),
+        **({"uses_reasoning_parser": False} | FAST | settings),
     )
     app = server.setup_webserver()
     server.setup_exception_middleware(app)

@@ -1,0 +1,219 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""Token-in/token-out: the policy call as token ids, so the ids in a record are the ones the model saw
+and produced.
+
+`token_mode: chat` (the default) is vllm_model's chat route: the endpoint re-renders the whole
+conversation every turn, which is exact only where the server repairs its prompt (NeMo RL's patched
+vLLM). `token_mode: tito` sends the prompt as token ids (prorl_gym/tokens/prompt.py: the previous
+turn's ids, exactly, then the new messages) to the endpoint's completion route (vLLM
+`/v1/completions` with a token-id prompt, or SGLang `/generate` with `input_ids`), reads the raw
+generation back into reasoning, content and tool calls itself (prorl_gym/tokens/parsers.py: the
+model family's parsers, chosen in config), and returns a chat completion whose message carries the
+prompt ids, the generated ids and their log-probs as vllm_model's does. Templates are rendered and
+text tokenized by the endpoint (`tokenizer: endpoint`, vLLM's /tokenize) or here, from a tokenizer's
+files (`tokenizer: qwen3` or a directory).
+
+In both modes every turn is counted (`prorl_token_prompts_total{mode, kind}`): in tito, how its prompt
+was made (rendered: a first turn; extended: the previous ids; rerendered: a conversation whose last
+assistant turn carried no ids, rendered whole); in chat, whether the endpoint's prompt extended the
+previous turn's ids (extended) or drifted from them (drifted).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from prorl_gym.tokens.parsers import ReasoningParser, ToolParser, parse
+from prorl_gym.tokens.prompt import (
+    MARK,
+    LocalTokens,
+    Prompt,
+    TokenSource,
+    bridge_from_tokens,
+    bridge_messages,
+    turn_prompt,
+)
+from prorl_gym.tokens.tokenizer import load
+from responses_api_models.balanced_vllm_model.client import EndpointClient
+
+# What a completion request carries over from the chat request (sampling, limits); the rest is chat-only.
+SAMPLING_KEYS = (
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "seed",
+    "stop",
+    "stop_token_ids",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "min_tokens",
+    "ignore_eos",
+)
+SGLANG_NAMES = {"max_tokens": "max_new_tokens"}
+
+
+class TokenModeSettings(BaseModel):
+    token_mode: Literal["chat", "tito"] = "chat"
+    # tito: where templates are rendered and text tokenized: the endpoint's /tokenize, or local files
+    # ("qwen3": the Qwen3 tokenizer make setup installs; or a directory with tokenizer.json and
+    # tokenizer_config.json, its chat_template included).
+    tokenizer: str = "endpoint"
+    # tito with tokenizer: endpoint: the tokens that end a turn, the template's own first.
+    end_tokens: list[str] = ["<|im_end|>", "<|endoftext|>"]
+    tool_parser: ToolParser = "hermes"
+    reasoning_parser: ReasoningParser = "think"
+    completion_api: Literal["vllm", "sglang"] = "vllm"
+
+
+class EndpointTokens:
+    """A TokenSource on the policy endpoint itself (vLLM's /tokenize, with the token strings)."""
+
+    def __init__(self, client: EndpointClient, model: str, end_tokens: list[str], ends: dict[str, tuple]):
+        self.client, self.model, self.end_tokens = client, model, end_tokens
+        self._ends = ends  # per endpoint URL, shared across calls: resolved once
+
+    async def end_ids(self) -> tuple[int, frozenset[int]]:
+        key = self.client.base_url
+        if key not in self._ends:
+            ids = [(await self.client.create_tokenize(model=self.model, prompt=t))["tokens"] for t in self.end_tokens]
+            if any(len(i) != 1 for i in ids):
+                raise ValueError(f"end_tokens {self.end_tokens} are not single tokens on {key}: {ids}")
+            self._ends[key] = (ids[0][0], frozenset(i[0] for i in ids))
+        return self._ends[key]
+
+    async def conversation(self, messages: list[dict], tools: list[dict] | None, kwargs: dict) -> list[int]:
+        return (await self._tokenize(messages, tools, kwargs))["tokens"]
+
+    async def after_turn(self, messages: list[dict], tools: list[dict] | None, kwargs: dict) -> list[int]:
+        answer = await self._tokenize(bridge_messages(messages), tools, kwargs, return_token_strs=True)
+        if MARK not in "".join(answer.get("token_strs") or []):
+            raise ValueError("the endpoint's /tokenize returned no token strings (return_token_strs)")
+        return bridge_from_tokens(answer["tokens"], answer["token_strs"], (await self.end_ids())[1])
+
+    async def _tokenize(self, messages, tools, kwargs, **extra) -> dict:
+        body = {"model": self.model, "messages": messages, "add_generation_prompt": True, **extra}
+        if tools:
+            body["tools"] = tools
+        if kwargs:
+            body["chat_template_kwargs"] = kwargs
+        return await self.client.create_tokenize(**body)
+
+
+class TokenInTokenOut:
+    """One tito policy call: the prompt's ids, the completion route, the generation read back."""
+
+    def __init__(self, settings: TokenModeSettings, model: str, converter_reasoning: bool):
+        self.settings, self.model = settings, model
+        self.reasoning: ReasoningParser = settings.reasoning_parser if converter_reasoning else "none"
+        self._local = LocalTokens(load(settings.tokenizer)) if settings.tokenizer != "endpoint" else None
+        self._ends: dict[str, tuple] = {}
+
+    def source(self, client: EndpointClient) -> TokenSource:
+        return self._local or EndpointTokens(client, self.model, self.settings.end_tokens, self._ends)
+
+    async def prompt(self, client: EndpointClient, body: dict[str, Any]) -> Prompt:
+        kwargs = dict(body.get("chat_template_kwargs") or {})
+        return await turn_prompt(self.source(client), body["messages"], body.get("tools"), kwargs)
+
+    async def complete(self, client: EndpointClient, body: dict[str, Any], prompt: Prompt) -> dict:
+        """The chat completion (as a dict) of one generation from `prompt`'s ids."""
+        params = {k: body[k] for k in SAMPLING_KEYS if body.get(k) is not None}
+        if "max_tokens" not in params and body.get("max_completion_tokens"):
+            params["max_tokens"] = body["max_completion_tokens"]
+        if self.settings.completion_api == "sglang":
+            generated, log_probs, text, finish = await self._sglang(client, prompt.ids, params)
+        else:  # the request's metadata goes along, as vllm_model's chat route sends it (vLLM ignores it)
+            metadata = {"metadata": body["metadata"]} if body.get("metadata") else {}
+            generated, log_probs, text, finish = await self._vllm(client, prompt.ids, params | metadata)
+        _, ends = await self.source(client).end_ids()
+        turn = parse(
+            _without_end(text, self._end_texts(ends)),
+            self.settings.tool_parser if body.get("tools") else "none",
+            self.reasoning,
+        )
+        content = (f"<think>{turn.reasoning}</think>" if turn.reasoning is not None else "") + turn.content
+        calls = [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": c} for c in turn.tool_calls]
+        message = {
+            "role": "assistant",
+            "content": content or None,
+            "tool_calls": calls or None,
+            "prompt_token_ids": prompt.ids,
+            "generation_token_ids": generated,
+            "generation_log_probs": log_probs,
+        }
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else finish}],
+            "usage": {
+                "prompt_tokens": len(prompt.ids),
+                "completion_tokens": len(generated),
+                "total_tokens": len(prompt.ids) + len(generated),
+            },
+        }
+
+    def _end_texts(self, ends: frozenset[int]) -> list[str]:
+        if self._local is not None:
+            return [self._local.tokenizer.token(i) for i in ends]
+        return self.settings.end_tokens
+
+    async def _vllm(
+        self, client: EndpointClient, ids: list[int], params: dict
+    ) -> tuple[list[int], list[float], str, str]:
+        answer = await client.create_completion(
+            model=self.model,
+            prompt=ids,
+            logprobs=0,
+            return_tokens_as_token_ids=True,
+            return_token_ids=True,
+            skip_special_tokens=False,
+            **params,
+        )
+        choice = answer["choices"][0]
+        logprobs = choice.get("logprobs") or {}
+        generated = choice.get("token_ids")
+        if generated is None:  # vLLM < 0.10.2: the ids only as `token_id:<id>` log-prob tokens
+            generated = [int(str(t).removeprefix("token_id:")) for t in logprobs.get("tokens") or []]
+        log_probs = logprobs.get("token_logprobs")
+        if log_probs is None or len(log_probs) != len(generated):
+            raise ValueError("the completion route returned no per-token log-probs for the generated ids")
+        return [int(t) for t in generated], [float(lp) for lp in log_probs], choice.get("text") or "", _finish(choice)
+
+    async def _sglang(
+        self, client: EndpointClient, ids: list[int], params: dict
+    ) -> tuple[list[int], list[float], str, str]:
+        sampling = {SGLANG_NAMES.get(k, k): v for k, v in params.items()} | {"skip_special_tokens": False}
+        answer = await client.create_generate(input_ids=ids, sampling_params=sampling, return_logprob=True)
+        meta = answer.get("meta_info") or {}
+        entries = meta.get("output_token_logprobs") or []
+        generated = [int(e[1]) for e in entries] if entries else [int(t) for t in answer.get("output_ids") or []]
+        if len(entries) != len(generated):
+            raise ValueError("SGLang returned no per-token log-probs for the generated ids (return_logprob)")
+        finish = (meta.get("finish_reason") or {}).get("type") or "stop"
+        return (
+            generated,
+            [float(e[0]) for e in entries],
+            answer.get("text") or "",
+            "length" if finish == "length" else "stop",
+        )
+
+
+def _finish(choice: dict) -> str:
+    return "length" if choice.get("finish_reason") == "length" else "stop"
+
+
+def _without_end(text: str, end_texts: list[str]) -> str:
+    for end in end_texts:
+        if text.endswith(end):
+            return text[: -len(end)]
+    return text
