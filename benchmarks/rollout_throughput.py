@@ -3,6 +3,10 @@
 """Rollouts per minute and harness overhead per agent turn, through the real servers.
 
     python -m benchmarks.rollout_throughput [--rollouts 320] [--concurrency 64] [--baseline-rollouts 96] [--warm-pool 8]
+        [--tokenizer qwen3]
+
+--tokenizer qwen3: the scripted policy answers as vLLM serving Qwen3 would (real tokenizer and chat
+template) and the model server runs token-in/token-out, so real ids go through the whole stack.
 
 5-turn math rollouts (4 `python` tool calls, then the boxed answer) from the scripted
 policy (a stand-in for a GPU model, answering instantly), every rollout in its own sandbox
@@ -28,6 +32,7 @@ import statistics
 from benchmarks.common import emit, raise_fd_limit
 from benchmarks.cpu import cpu_spent, harness_ms_per_rollout, ms_per_rollout_by_kind, snapshot
 from benchmarks.rollouts import Bench, drive, math_rows, math_stack
+from prorl_gym.demo import real_tokens
 
 TARGETS = {
     "rollouts_per_min": 600,
@@ -98,7 +103,9 @@ async def measure(bench: Bench, rollouts: int, concurrency: int, single_rollouts
     return results
 
 
-def run(rollouts: int, concurrency: int, single_rollouts: int, zygote: bool, warm_pool: int) -> dict:
+def run(
+    rollouts: int, concurrency: int, single_rollouts: int, zygote: bool, warm_pool: int, tokenizer: str | None = None
+) -> dict:
     """zygote=False: the baseline, a kernel started from scratch in each sandbox on first use."""
     workers = [f"+{AGENT}.{key}={concurrency}" for key in ("max_init_workers", "max_run_workers", "max_eval_workers")]
     server = [
@@ -106,7 +113,8 @@ def run(rollouts: int, concurrency: int, single_rollouts: int, zygote: bool, war
         f"+{SERVER}.prestart_kernel={str(zygote).lower()}",
         f"+{SERVER}.warm_pool_size={warm_pool}",
     ]
-    with math_stack(workers + server, ["--tool-calls", "4"]) as bench:
+    policy_args, model = real_tokens(tokenizer)
+    with math_stack(workers + server + model, ["--tool-calls", "4", *policy_args]) as bench:
         return asyncio.run(measure(bench, rollouts, concurrency, single_rollouts))
 
 
@@ -118,12 +126,14 @@ def main() -> None:
     parser.add_argument(
         "--warm-pool", type=int, default=8, help="warm_pool_size: sandboxes (kernels running) started ahead"
     )
+    parser.add_argument("--tokenizer", default=None, help="qwen3 (or a directory): real token ids, tito mode")
     args = parser.parse_args()
     raise_fd_limit()
-    results = run(args.rollouts, args.concurrency, single_rollouts=20, zygote=True, warm_pool=args.warm_pool)
+    results = run(args.rollouts, args.concurrency, 20, True, args.warm_pool, args.tokenizer)
+    results["tokenizer"] = args.tokenizer or "bytes (scripted policy)"
     results["warm_pool_size"] = args.warm_pool
     if args.baseline_rollouts:  # a kernel started per sandbox on first use, no pool: the design before the zygote
-        baseline = run(args.baseline_rollouts, args.concurrency, single_rollouts=0, zygote=False, warm_pool=0)
+        baseline = run(args.baseline_rollouts, args.concurrency, 0, False, 0, args.tokenizer)
         results["baseline_fresh_kernel"] = {
             k: baseline[k]
             for k in (
