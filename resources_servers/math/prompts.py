@@ -18,8 +18,11 @@ def system_prompt() -> str:
     )
 
 
-def build_row(task_id: str, question: str, expected_answer: str, checker: dict, generator: str) -> dict:
-    return {
+def build_row(
+    task_id: str, question: str, expected_answer: str, checker: dict, generator: str, answer_source: str | None = None
+) -> dict:
+    """answer_source: the generator's own text of the answer, where expected_answer rewrites it (data/golds.py)."""
+    row = {
         "responses_create_params": {
             "input": [
                 {"role": "system", "content": system_prompt()},
@@ -31,3 +34,6 @@ def build_row(task_id: str, question: str, expected_answer: str, checker: dict, 
         "checker": checker,
         "generator": generator,
     }
+    if answer_source is not None:
+        row["answer_source"] = answer_source
+    return row

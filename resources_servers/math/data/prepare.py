@@ -7,8 +7,11 @@
 Rows follow NeMo Gym's shape (`responses_create_params` holds the prompt; the agent adds
 the resources server's tools) plus what the verifier needs: `expected_answer` and
 `checker`, the generator's own `score_answer` for generators whose answers have a
-generator-specific format or tolerance, math-verify otherwise. Splits are deduplicated
-by question text. Also rewrites the 5-row example set when --example is given.
+generator-specific format or tolerance, math-verify otherwise. Every math-verify gold is held
+to data/golds.py's property (its LaTeX form scores 1.0, a fragment 0.0): one that fails is
+written in LaTeX (the generator's text kept as `answer_source`), or checked by its generator.
+Splits are deduplicated by question text. Also rewrites the 5-row example set when --example
+is given.
 """
 
 from __future__ import annotations
@@ -20,10 +23,11 @@ from pathlib import Path
 import reasoning_gym
 
 from prorl_gym.jsonl import write_jsonl
+from resources_servers.math.data.golds import checked_gold
 from resources_servers.math.prompts import build_row
 
-# generator -> checker kind. math_verify handles symbolic/numeric equivalence (roots in
-# any order, antiderivatives with or without + C); the others need their generator's
+# generator -> checker kind. math_verify handles symbolic/numeric equivalence (roots in any
+# order, antiderivatives once written in LaTeX: golds.py); the others need their generator's
 # checker: complex numbers written with i, N significant digits, "a × b" factor lists.
 GENERATORS: dict[str, str] = {
     "basic_arithmetic": "math_verify",
@@ -71,16 +75,19 @@ def generate(split: str, size: int, seed: int, seen: set[str]) -> list[dict]:
 def make_row(generator: str, dataset, entry: dict, split: str, index: int) -> dict:
     entry = json.loads(json.dumps(entry, default=str))  # exactly what the verifier will see
     answer = str(entry["answer"])
-    checker: dict = {"kind": GENERATORS[generator]}
+    assert dataset.score_answer(answer, entry) == 1.0, (generator, answer)
+    source = answer.strip().strip("$")
+    expected, judged = checked_gold(source) if GENERATORS[generator] == "math_verify" else (source, False)
+    checker: dict = {"kind": "math_verify" if judged else "reasoning_gym"}
     if checker["kind"] == "reasoning_gym":
         checker |= {"dataset": generator, "entry": entry}
-    assert dataset.score_answer(answer, entry) == 1.0, (generator, answer)
     return build_row(
         task_id=f"math/{split}/{index:05d}",
         question=entry["question"],
-        expected_answer=answer.strip().strip("$"),
+        expected_answer=expected,
         checker=checker,
         generator=generator,
+        answer_source=source if expected != source else None,
     )
 
 
