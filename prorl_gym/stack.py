@@ -210,7 +210,7 @@ class Stack:
         argv = self.collect_argv(agent, input_jsonl, output_jsonl, num_repeats, extra)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_dir / "collect.log", "a") as log:
-            run = subprocess.run(argv, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
+            run = subprocess.run(argv, cwd=self.root, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
         if run.returncode != 0:
             raise StackError(f"ng_collect_rollouts failed ({run.returncode}); see {self.log_dir / 'collect.log'}")
         return run

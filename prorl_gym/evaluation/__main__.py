@@ -5,6 +5,8 @@
     python -m prorl_gym.evaluation --env math --split validation [--repeats 4] [--limit N]
         [--policy-base-url URL --policy-model NAME]   a real OpenAI-compatible endpoint (key: $POLICY_API_KEY);
                                                       default: the scripted policy (offline), --scripted-mode gold
+        [--no-token-ids]                              an endpoint without token ids (evaluation only)
+        [--max-failure-rate F]                        exit 1 above it (always on infra failures or all failed)
         [--out results/eval/<env>-<split>-<timestamp>/] [--sandbox-root DIR] [--pass-threshold 1.0]
     python -m prorl_gym.evaluation --from-records rollouts.jsonl [...] --out DIR [--repeats N]
         report only, from existing records (e.g. resources_servers/math/data/example_rollouts.jsonl)
@@ -57,6 +59,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--policy-model", default=None, help="model name at --policy-base-url")
     parser.add_argument("--scripted-mode", default="gold", choices=SCRIPTED_MODES, help="scripted policy behaviour")
+    parser.add_argument(
+        "--no-token-ids",
+        action="store_true",
+        help="evaluate an endpoint that gives no token ids (a hosted API, llama.cpp, Ollama): records carry none",
+    )
+    parser.add_argument(
+        "--max-failure-rate",
+        type=float,
+        default=None,
+        help="exit 1 above this fraction of failed rollouts (always: any infrastructure failure left after "
+        "retries, or every rollout failed)",
+    )
     parser.add_argument("--pass-threshold", type=float, default=1.0, help="a rollout passes when reward >= this")
     parser.add_argument(
         "--sandbox-root", default=None, help="host dir for sandboxes (must be traversable by the sandbox uid)"
@@ -107,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     out = (args.out or REPO_ROOT / "results" / "eval" / f"{args.env}-{split.type}-{started:%Y%m%d-%H%M%S}").resolve()
     out.mkdir(parents=True, exist_ok=True)
-    policy = Policy(args.policy_base_url, args.policy_model, args.scripted_mode)
+    policy = Policy(args.policy_base_url, args.policy_model, args.scripted_mode, not args.no_token_ids)
     t0 = time.perf_counter()
     try:
         output = run(
@@ -146,7 +160,27 @@ def main(argv: list[str] | None = None) -> int:
         f"mean reward {mean if mean is None else round(mean, 3)}  {pass_at}"
     )
     print(f"report: {out / 'report.md'}")
+    verdict = failure_verdict(records, args.max_failure_rate)
+    if verdict:
+        print(f"FAILED: {verdict}", file=sys.stderr)
+        return 1
     return 0
+
+
+def failure_verdict(records: list[dict], max_rate: float | None) -> str | None:
+    """Why the evaluation failed as a whole, if it did: an infrastructure failure left after retries,
+    every rollout failed, or more than max_rate of them (the exit code scripts and CI read)."""
+    failed = [r for r in records if r.get("failure")]
+    infra = [r for r in failed if r["failure"].get("infra")]
+    types = sorted({r["failure"]["type"] for r in failed})
+    said = f"{len(failed)} of {len(records)} rollouts failed ({', '.join(types) or 'none'})"
+    if infra:
+        return f"{said}; {len(infra)} by infrastructure failures left after retries"
+    if records and len(failed) == len(records):
+        return said
+    if max_rate is not None and records and len(failed) / len(records) > max_rate:
+        return f"{said}, above --max-failure-rate {max_rate}"
+    return None
 
 
 if __name__ == "__main__":

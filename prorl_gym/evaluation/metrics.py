@@ -249,6 +249,8 @@ def evaluate(records: list[dict[str, Any]], repeats: int | None = None, threshol
             "n": len(contiguous),
             "fraction": sum(contiguous) / len(contiguous) if contiguous else None,
         },
+        # records that say they carry no token ids (an endpoint without them: evaluation only)
+        "without_token_ids": sum(1 for r in valid if r.get("token_ids") is False),
         "extras": extras(valid),
         "tasks": tasks,
     }

@@ -73,6 +73,8 @@ def summary_section(m: dict[str, Any], meta: dict[str, Any]) -> str:
                 f"{fmt(m['token_ids_contiguous']['fraction'])} of {m['token_ids_contiguous']['n']}",
             ]
         )
+    if m.get("without_token_ids"):
+        rows.append(["token ids", f"none in {m['without_token_ids']} rollouts (evaluation only: --no-token-ids)"])
     return "## Summary\n\n" + table(["", "value"], rows)
 
 

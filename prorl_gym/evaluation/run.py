@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import IO
 
 from prorl_gym.environments import environment as find_environment
-from prorl_gym.stack import REPO_ROOT, Stack, StackError, stop_session
+from prorl_gym.stack import Stack, StackError, stop_session
 
 SCRIPTED_MODES = ("gold", "wrong", "malformed")
+POLICY_MODEL = "policy_model.responses_api_models.balanced_vllm_model"
 
 
 @dataclass
@@ -27,6 +28,8 @@ class Policy:
     base_url: str | None = None  # OpenAI-compatible, e.g. vLLM: http://host:8000/v1 (key: $POLICY_API_KEY)
     model: str | None = None
     scripted_mode: str = "gold"
+    # Off: evaluation only, for endpoints that give no token ids (a hosted API, llama.cpp, Ollama).
+    token_ids: bool = True
 
     @property
     def label(self) -> str:
@@ -55,7 +58,7 @@ def collect_with_progress(
     """Stack.collect, but with ng_collect_rollouts' stderr (its tqdm bar) teed to our stderr."""
     argv = stack.collect_argv(agent, input_jsonl, output_jsonl, num_repeats, extra)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=out, stderr=subprocess.PIPE, start_new_session=True)
+        proc = subprocess.Popen(argv, cwd=stack.root, stdout=out, stderr=subprocess.PIPE, start_new_session=True)
         tee = threading.Thread(target=_tee, args=(proc.stderr, out), daemon=True)
         tee.start()
         try:
@@ -92,6 +95,8 @@ def run(
         # The scripted policy takes its mode from a "scripted-<mode>" model name before --mode.
         overrides.append(f"+policy_model_name=scripted-{policy.scripted_mode}")
         policy_data, policy_args = [str(dataset)], ["--mode", policy.scripted_mode]
+    if not policy.token_ids:
+        overrides.append(f"+{POLICY_MODEL}.return_token_id_information=false")
     extra = [f"+limit={limit}"] if limit else []
     extra += [f"+num_samples_in_parallel={parallel}"] if parallel else []
     output = out_dir / "rollouts.jsonl"

@@ -31,6 +31,8 @@ class Stage(StrEnum):
 class FailureType(StrEnum):
     INIT_ERROR = "init_error"  # the sandbox could not be created or the task staged, or the row is malformed
     POLICY_ERROR = "policy_error"  # the policy endpoint failed, died or answered garbage
+    # the endpoint cannot serve these calls at all (a route it lacks, no token ids): never retried
+    POLICY_INCOMPATIBLE = "policy_incompatible"
     TOOL_ERROR = "tool_error"  # a tool could not run (its server unreachable or silent), not a bad tool call
     SANDBOX_LOST = "sandbox_lost"  # the rollout's sandbox died or was lost with its server or node
     TIMEOUT = "timeout"  # a stage exceeded its time limit

@@ -57,6 +57,9 @@ class RolloutRecord(BaseModel):
     token_ids_contiguous: bool | None = Field(
         None, description="every turn's prompt ids extend the tokens before (NeMo RL's rule); null without ids"
     )
+    token_ids: bool | None = Field(
+        None, description="whether the transcript carries the policy's token ids (false: evaluation only)"
+    )
     token_prompts: dict[str, int] = Field(
         default_factory=dict,
         description="turns by how the model server made their prompt ids: rendered (a first turn), extended "

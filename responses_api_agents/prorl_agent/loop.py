@@ -27,6 +27,16 @@ from prorl_gym.pipeline.failures import FailureType, RolloutFailure, Stage
 # Tool route answers that mean the session's sandbox is gone: 409 unknown session (its server
 # restarted, or the sandbox expired), 503 the sandbox itself failed.
 LOST_SANDBOX = (409, 503)
+# The model server's answer when the policy endpoint cannot serve a call at all (a route it lacks,
+# no per-token log-probs while token ids are on): permanent, so never retried.
+INCOMPATIBLE = 501
+
+
+def _detail(payload: bytes) -> str:
+    try:
+        return str(json.loads(payload).get("detail"))[:1000]
+    except (ValueError, AttributeError):
+        return payload[:1000].decode(errors="replace")
 
 
 class Limits(BaseModel):
@@ -128,6 +138,9 @@ class AgentLoop:
         )
         self.stats.policy_s += time.perf_counter() - started
         self.stats.turns += 1
+        if status == INCOMPATIBLE:  # the endpoint cannot serve this call: asking again costs, and changes nothing
+            message = f"the policy endpoint cannot serve this call: {_detail(payload)}"
+            raise RolloutFailure(Stage.RUN, FailureType.POLICY_INCOMPATIBLE, message, infra=False)
         if status != 200:
             message = f"model server returned {status}: {payload[:1000]!r}"
             raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra)
@@ -174,10 +187,16 @@ class AgentLoop:
         if status in LOST_SANDBOX:  # its server restarted, or the sandbox died: the rollout cannot go on
             message = f"tool {call.name!r}: the sandbox is lost ({status}): {payload[:1000]!r}"
             raise RolloutFailure(Stage.RUN, FailureType.SANDBOX_LOST, message, infra=True)
+        if status == 404:  # the server has no such route: asking again changes nothing
+            message = f"the resources server has no route for tool {call.name!r} (404): {payload[:500]!r}"
+            raise RolloutFailure(Stage.RUN, FailureType.TOOL_ERROR, message, infra=False)
         if status != 200:
             message = f"tool {call.name!r} failed ({status}): {payload[:1000]!r}"
             raise RolloutFailure(Stage.RUN, FailureType.TOOL_ERROR, message, infra=True)
         result = json.loads(payload)
+        if not isinstance(result, dict) or "content" not in result:  # another server's tool (NeMo Gym's own):
+            output = payload.decode(errors="replace")  # its whole answer, as NeMo Gym's simple_agent passes it on
+            return NeMoGymFunctionCallOutput(type="function_call_output", call_id=call.call_id, output=output)
         self.stats.tool_exec_s += float((result.get("metadata") or {}).get("duration_s") or 0.0)
         return NeMoGymFunctionCallOutput(type="function_call_output", call_id=call.call_id, output=result["content"])
 

@@ -195,14 +195,20 @@ class Pipeline:
             lost = status == 503 and _error_type(payload) == SANDBOX_LOST_ERROR
             kind = FailureType.SANDBOX_LOST if lost else FailureType.INIT_ERROR
             raise RolloutFailure(Stage.INIT, kind, message, infra=status == 503)
-        a.host = json.loads(payload).get("host")
+        answer = json.loads(payload) if payload else {}
+        a.host = answer.get("host") if isinstance(answer, dict) else None
 
     async def tool_list(self) -> ToolsResponse:
-        if self._tools is None:  # the resources server is the one home of its tool definitions
+        """The resources server's tools (our servers are the one home of their tool definitions). A server
+        without /tools (NeMo Gym's own) lists none: each row then brings its own, in responses_create_params."""
+        if self._tools is None:
             status, payload = await self._call(Stage.INIT, FailureType.INIT_ERROR, "/tools", None, {}, method="get")
-            if status != 200:
+            if status == 404:
+                self._tools = ToolsResponse(tools=[], ends_rollout=[])
+            elif status != 200:
                 raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, f"/tools returned {status}", infra=True)
-            self._tools = ToolsResponse.model_validate_json(payload)
+            else:
+                self._tools = ToolsResponse.model_validate_json(payload)
         return self._tools
 
     # ------------------------------------------------------------------ RUN
@@ -215,6 +221,11 @@ class Pipeline:
         branch: Branch | None = None,
     ):
         if not params.tools:  # a row may bring its own tools; otherwise the server's
+            if not tools.tools:
+                message = (
+                    "the resources server lists no tools (no /tools) and the row's responses_create_params has none"
+                )
+                raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, message, infra=False)
             params = params.model_copy(update={"tools": tools.tools})
         loop = AgentLoop(
             client=self.peers.client,
@@ -251,9 +262,9 @@ class Pipeline:
     async def _eval(self, row: dict, a: _Attempt, stop_reason: str) -> dict:
         request = row | {"response": transcript(a.loop).model_dump(), "stop_reason": stop_reason}
         status, payload = await self._call(Stage.EVAL, FailureType.EVAL_ERROR, "/verify", request, a.cookies)
-        if status != 200:
+        if status != 200:  # 404 (no /verify) and 422 (the row does not fit the server's request) are permanent
             message = f"verify returned {status}: {payload[:1500]!r}"
-            raise RolloutFailure(Stage.EVAL, FailureType.EVAL_ERROR, message, infra=True)
+            raise RolloutFailure(Stage.EVAL, FailureType.EVAL_ERROR, message, infra=status not in (404, 422))
         return json.loads(payload)
 
     # ------------------------------------------------------------------ the resources server
@@ -305,11 +316,16 @@ class Pipeline:
                 "num_tool_calls": stats.tool_calls if stats else 0,
                 "malformed_tool_calls": stats.malformed_tool_calls if stats else 0,
                 "token_ids_contiguous": token_ids_contiguous(fields["response"].get("output", [])),
+                "token_ids": _has_token_ids(fields["response"].get("output", [])) if loop else None,
                 "token_prompts": stats.token_prompts if stats else {},
                 "host": a.host,
                 "snapshots": a.snapshots,
             }
         )
+
+
+def _has_token_ids(items: list) -> bool:
+    return any("generation_token_ids" in (i if isinstance(i, dict) else i.model_dump()) for i in items)
 
 
 def transcript(loop: AgentLoop | None) -> NeMoGymResponse:

@@ -40,12 +40,19 @@ from prorl_gym.lifespan import run_with_app
 from prorl_gym.metrics import ServerMetrics
 from prorl_gym.supervise import supervised
 from responses_api_models.balanced_vllm_model.balancer import Unavailable, normalize_url
+from responses_api_models.balanced_vllm_model.client import TokenIdsUnavailable
 from responses_api_models.balanced_vllm_model.pool import BalancerSettings, EndpointPool, Lease
 from responses_api_models.balanced_vllm_model.tito import TokenInTokenOut, TokenModeSettings
 from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
 
 T = TypeVar("T")
 ENDPOINT_HEADER = "x-policy-endpoint"  # which endpoint served a response (logs, tests)
+MISSING_ROUTE = (404, 405, 501)  # the endpoint lacks the route: asking again would not help
+NO_TOKEN_IDS = (
+    "Token ids need an endpoint that returns them (vLLM, SGLang); to evaluate an endpoint without them, turn "
+    "them off: return_token_id_information: false (python -m prorl_gym.evaluation --no-token-ids, "
+    "make eval TOKEN_IDS=0)"
+)
 # The client of the endpoint serving the current call; set inside the call's own task.
 _CLIENT: ContextVar[NeMoGymAsyncOpenAI] = ContextVar("policy_endpoint_client")
 
@@ -180,6 +187,16 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
         except Unavailable as e:
             outcome = str(e.status)
             raise HTTPException(status_code=e.status, detail=e.reason) from e
+        except ClientResponseError as e:
+            if e.status not in MISSING_ROUTE:
+                raise
+            outcome = "incompatible"
+            raise HTTPException(
+                501, f"{lease.endpoint.url} has no route for this call ({e.status}: {e.message})"
+            ) from e
+        except TokenIdsUnavailable as e:
+            outcome = "incompatible"
+            raise HTTPException(501, f"{e}. {NO_TOKEN_IDS}") from e
         finally:
             self._call_seconds.labels(lease.endpoint.url, outcome).observe(time.perf_counter() - started)
 

@@ -19,8 +19,14 @@ from aiohttp import ClientResponse
 from nemo_gym.openai_utils import MAX_NUM_TRIES, RETRY_ERROR_CODES, NeMoGymAsyncOpenAI, get_response_json
 from pydantic import PrivateAttr
 
+from prorl_gym.errors import ProrlError
+
 log = logging.getLogger(__name__)
 STATUS_RETRY_SLEEP_S = 0.5
+
+
+class TokenIdsUnavailable(ProrlError):
+    """The endpoint answered without the per-token log-probs token ids are read from: it cannot give ids."""
 
 
 class Transport(Protocol):
@@ -45,6 +51,9 @@ class EndpointClient(NeMoGymAsyncOpenAI):
         if not kwargs.get("logprobs"):  # vllm_model asks for logprobs when it wants token ids
             return await super().create_chat_completion(**kwargs)
         completion = await super().create_chat_completion(**(kwargs | {"return_token_ids": True}))
+        choices = completion.get("choices") or []
+        if choices and (choices[0].get("logprobs") or {}).get("content") is None:
+            raise TokenIdsUnavailable(f"{self.base_url} returned no per-token log-probs")
         hoist_token_ids(completion)
         return completion
 

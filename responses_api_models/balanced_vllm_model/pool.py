@@ -183,7 +183,8 @@ class EndpointPool:
 
     # ------------------------------------------------------------------ health
     async def probe(self, url: str) -> str | None:
-        """None if the endpoint answers its health check with 200, else why not."""
+        """None if the endpoint answers its health check, else why not. Any answer below 500 counts: a
+        server without {base}/models (llama.cpp, a hosted API) answers 404, and is up."""
         session = self._health_session
         if session is None:
             return "the model server's endpoint pool is not running"
@@ -193,7 +194,7 @@ class EndpointPool:
         try:
             async with session.get(target, headers=headers) as response:
                 await response.read()
-                return None if response.status == 200 else f"health check {target} answered {response.status}"
+                return None if response.status < 500 else f"health check {target} answered {response.status}"
         except TimeoutError:
             return f"health check {target} timed out after {self.settings.health_timeout_s}s"
         except ClientError as e:

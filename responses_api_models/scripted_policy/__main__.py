@@ -41,6 +41,11 @@ def main() -> None:
         help="answer as vLLM serving a real model would: its tokenizer and chat template (qwen3, or a directory "
         "with tokenizer.json and tokenizer_config.json); also serves token-id /v1/completions and /generate",
     )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="answer as an OpenAI-compatible server that is not vLLM (no log-probs, token ids, /models, /tokenize)",
+    )
     args = parser.parse_args()
     policy = ScriptedPolicy.from_files(
         args.data,
@@ -51,7 +56,7 @@ def main() -> None:
     )
     tokens = RealTokens(load(args.tokenizer)) if args.tokenizer else None
     print(f"scripted policy (stand-in for a GPU model) on http://{args.host}:{args.port}/v1", flush=True)
-    uvicorn.run(create_app(policy, tokens), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(create_app(policy, tokens, args.plain), host=args.host, port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -112,8 +112,14 @@ def _aliased(step: Step, aliases: dict[str, str]) -> Step:
     return Step(content=step.content, tool_calls=calls)
 
 
-def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None) -> FastAPI:
-    """tokens: a real model's tokenizer and template (real_tokens.py); by default the byte-level ones."""
+# The routes a plain OpenAI-compatible server (a hosted API, llama.cpp, Ollama) does not have.
+VLLM_ONLY = ("/v1/models", "/tokenize", "/detokenize", "/v1/completions", "/generate", "/sampled")
+
+
+def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: bool = False) -> FastAPI:
+    """tokens: a real model's tokenizer and template (real_tokens.py); by default the byte-level ones.
+    plain: answer as an OpenAI-compatible server that is not vLLM: chat completions only, no log-probs
+    or token ids whatever the request asks, none of vLLM's other routes (404)."""
     app = FastAPI(title="scripted policy (stand-in for a GPU model)")
     sampled: deque[dict] = deque(maxlen=4096)  # what was generated, newest last: tests compare records with it
     # time spent answering (the policy's own share of a turn, for benchmarks), and requests by path
@@ -175,6 +181,8 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None) -> Fast
         if latency_s:
             await asyncio.sleep(latency_s)
         step = policy.next_step(messages, policy.mode_for(body))
+        if plain:  # no log-probs, no token ids: what a server that is not vLLM answers
+            body = {k: v for k, v in body.items() if k not in ("logprobs", "return_token_ids")}
         if tokens is None:
             return completion(body, messages, step)
         answer = real_chat_completion(tokens, body, messages, step)
@@ -225,6 +233,8 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None) -> Fast
             },
         }
 
+    if plain:
+        app.router.routes = [r for r in app.router.routes if getattr(r, "path", None) not in VLLM_ONLY]
     return app
 
 
