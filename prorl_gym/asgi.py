@@ -1,12 +1,19 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""NeMo Gym's two per-request middlewares (the session id, the exception handler) as plain ASGI.
+"""NeMo Gym's two per-request middlewares (the session id, the exception handler) as plain ASGI,
+and what every one of our servers does with a bad request body.
 
 NeMo Gym adds both with `@app.middleware("http")`: each is a Starlette BaseHTTPMiddleware,
 which runs the rest of the request in a task of its own and streams the response through a
 memory channel, about a millisecond of CPU per layer per request. A rollout makes ~20
 requests per server it touches, so our servers (the agent, the resources servers, the model
 server) take this mixin instead: same behaviour, same answers.
+
+A malformed body is the client's mistake and is answered 4xx with the reason: NeMo Gym's own
+handler of validation errors prints the body with json.dumps, which raises on a body that is
+not JSON (or an error that holds an exception), turning it into a 500; ours answers 422 with
+each error's type, place and message (never the input: it may be megabytes). Routes with a
+bound (the agent's /run and /jobs) answer 413 before reading past it.
 """
 
 from __future__ import annotations
@@ -17,7 +24,9 @@ import logging
 from uuid import uuid4
 
 from aiohttp import ClientResponseError
-from fastapi import FastAPI
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from nemo_gym.server_utils import SESSION_ID_KEY
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -68,14 +77,74 @@ class ErrorsAs500:
             else:
                 log.exception("unhandled exception in %s", self.server)
                 content = repr(exc)
-            body = json.dumps(content).encode()
-            headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-            await send({"type": "http.response.start", "status": 500, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            await _answer(send, 500, content)
+
+
+class BodyLimits:
+    """Bounds the body of requests to some paths: 413 with the limit, before more than it is read."""
+
+    def __init__(self, app: ASGIApp, limits: dict[str, int]):
+        self.app = app
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = self.limits.get(scope["path"]) if scope["type"] == "http" else None
+        if limit is None:
+            return await self.app(scope, receive, send)
+        reason = f"the request body exceeds the limit of {limit} bytes on {scope['path']}"
+        length = dict(scope["headers"]).get(b"content-length", b"")
+        if length.isdigit() and int(length) > limit:
+            return await _answer(send, 413, {"detail": reason})
+        seen = 0
+
+        async def bounded_receive() -> Message:  # a chunked body has no length to check first
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise HTTPException(413, reason)  # FastAPI passes it through its body parsing
+            return message
+
+        await self.app(scope, bounded_receive, send)
+
+
+async def _answer(send: Send, status: int, content: object) -> None:
+    body = json.dumps(content).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def validation_error_answer(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """422 with each error's type, place and message (and context, as text)."""
+    errors = [
+        {"type": e.get("type"), "loc": list(e.get("loc", ())), "msg": e.get("msg")}
+        | ({"ctx": {k: str(v) for k, v in e["ctx"].items()}} if e.get("ctx") else {})
+        for e in exc.errors()
+    ]
+    log.info("422 on %s: %s", request.url.path, errors[:3])
+    return JSONResponse({"detail": errors}, status_code=422)
+
+
+def answer_validation_errors(app: FastAPI) -> None:
+    """Make `validation_error_answer` the app's handler of validation errors. NeMo Gym registers
+    its own after every hook a server has (in run_webserver); the handlers are read when the app
+    builds its middleware, at its first request, so ours is put in place then."""
+    build = app.build_middleware_stack
+
+    def build_with_our_handler() -> ASGIApp:
+        app.exception_handlers[RequestValidationError] = validation_error_answer
+        return build()
+
+    app.build_middleware_stack = build_with_our_handler
 
 
 class PlainASGIMiddleware:
     """Mix into a NeMo Gym server class (before it in the bases) to use the middlewares above."""
+
+    def body_limits(self) -> dict[str, int]:
+        """path -> the largest request body it takes (bytes); other paths are not bounded."""
+        return {}
 
     def setup_session_middleware(self, app: FastAPI) -> None:
         app.add_middleware(SessionId)  # inner: added first
@@ -83,4 +152,7 @@ class PlainASGIMiddleware:
         app.add_middleware(SessionMiddleware, secret_key=key, session_cookie=key)
 
     def setup_exception_middleware(self, app: FastAPI) -> None:
+        if limits := self.body_limits():
+            app.add_middleware(BodyLimits, limits=limits)
         app.add_middleware(ErrorsAs500, server=self.get_session_middleware_key())
+        answer_validation_errors(app)

@@ -43,7 +43,8 @@ class JobLimits(BaseModel):
     max_active_jobs: int = Field(10_000, ge=1)  # accepted and unfinished, over all batches -> 429
     max_batch_rows: int = Field(4096, ge=1)  # -> 413
     max_batch_jobs: int = Field(16_384, ge=1)  # rows x samples_per_row -> 413
-    max_request_bytes: int = Field(64 << 20, ge=1)  # -> 413
+    max_request_bytes: int = Field(64 << 20, ge=1)  # a /jobs request -> 413
+    max_row_bytes: int = Field(8 << 20, ge=1)  # one row: a /run body, or a row of a batch -> 413
     retain_jobs: int = Field(50_000, ge=0)  # finished jobs kept for polling; oldest finished batches go first
     retain_s: float = Field(3600.0, ge=0)  # ... and for at most this long after their batch finished
     timing_window: int = Field(2000, ge=1)  # recent records behind the status percentiles

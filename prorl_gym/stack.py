@@ -230,9 +230,13 @@ class Stack:
 
 
 def run_cli(main: Callable[[], int]) -> NoReturn:
-    """Exit with main()'s code; Ctrl-C is an orderly stop (the stacks stop in their finally)."""
+    """Exit with main()'s code; a StackError is said on one line (exit 1, no traceback: it says what
+    to do); Ctrl-C is an orderly stop (the stacks stop in their finally)."""
     try:
         sys.exit(main())
+    except StackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
     except KeyboardInterrupt:
         print("interrupted; everything started was stopped", file=sys.stderr)
         sys.exit(130)

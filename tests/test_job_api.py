@@ -251,6 +251,57 @@ async def test_a_branch_goes_on_from_a_turn_with_the_sandbox_and_transcript_as_t
     await no_sandboxes_left(stack)
 
 
+MALFORMED = [
+    (b"{not json", "application/json"),
+    (b"\xff\xfe\x00 not text", "application/octet-stream"),
+    (b"plain words", "text/plain"),
+    (b"[1, 2, 3]", "application/json"),
+    (b'{"unexpected": {"deep": [null]}}', "application/json"),
+]
+
+
+async def test_every_route_answers_a_malformed_body_4xx_with_the_reason(stack, client):
+    """Each POST route that takes a body, on the agent, the resources server and the model server
+    (as their OpenAPI documents list them), and /jobs, which reads its own."""
+    servers = {name: url for name, url in stack.server_urls().items() if name != "head"}
+    async with aiohttp.ClientSession() as http:
+        routes = []
+        for url in servers.values():
+            async with http.get(f"{url}/openapi.json") as response:
+                paths = (await response.json())["paths"]
+            routes += [url + path for path, ops in paths.items() if "requestBody" in ops.get("post", {})]
+        routes.append(f"{stack.agent_url}/jobs")
+        assert f"{stack.agent_url}/run" in routes and any(r.endswith("/seed_session") for r in routes)
+        assert any(r.endswith("/python") for r in routes) and any(r.endswith("/v1/responses") for r in routes)
+        answers = {}
+        for route in routes:
+            for body, content_type in MALFORMED:
+                async with http.post(route, data=body, headers={"content-type": content_type}) as response:
+                    answers[route, body] = (response.status, await response.text())
+    wrong = {key: answer for key, answer in answers.items() if not 400 <= answer[0] < 500 or not answer[1]}
+    assert not wrong, wrong
+    assert not [key for key, (_, text) in answers.items() if "plain words" in text or "not text" in text]  # no echo
+
+
+async def test_run_and_jobs_bound_a_row_and_check_it_against_the_environment(stack, client):
+    (row,) = rows("gold", 1)
+    huge = row | {"padding": "x" * (9 << 20)}  # over the default bound of 8 MiB per row
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{stack.agent_url}/run", json=huge) as response:
+            assert response.status == 413 and "limit of 8388608 bytes on /run" in (await response.json())["detail"]
+        async with http.post(f"{stack.agent_url}/run", data=b"{not json") as response:
+            assert response.status == 422
+    with pytest.raises(JobAPIError) as exc:
+        await client.submit([row, huge])
+    assert exc.value.status == 413 and "per row" in exc.value.detail
+    no_answer = {k: v for k, v in row.items() if k != "expected_answer"}  # math's own row model needs it
+    with pytest.raises(JobAPIError) as exc:
+        await client.submit([row, no_answer])
+    assert exc.value.status == 422 and "do not fit the environment's row model" in exc.value.detail
+    assert exc.value.body["rows"] == [{"index": 1, "error": "expected_answer: Field required"}]
+    assert (await client.status()).active_jobs == 0  # nothing of a refused batch runs
+
+
 async def test_a_dead_policy_endpoint_is_a_policy_error_never_reward_zero(stack, client):
     batch = await client.submit(rows("gold"), samples_per_row=2)
     await until(lambda: running(client), what="rollouts in RUN")

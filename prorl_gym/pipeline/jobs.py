@@ -50,6 +50,8 @@ from prorl_gym.pipeline.records import SNAPSHOTS_KEY, RolloutRecord, failed_reco
 
 log = logging.getLogger(__name__)
 Rollout = Callable[[dict], Awaitable[RolloutRecord]]
+# rows -> [{"index", "error"}] of those the environment's row model refuses (the agent asks its resources server)
+RowCheck = Callable[[list[dict]], Awaitable[list[dict]]]
 TIMING_KEYS = (
     "init_queue_s",
     "init_s",
@@ -103,8 +105,13 @@ class _Job:
     started: float = field(default_factory=time.monotonic)
 
 
-def fingerprint(row: dict) -> str:
-    return hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest()
+def canonical(row: dict) -> str:
+    """The row's one serialisation: measured against the row bound, fingerprinted, journaled."""
+    return json.dumps(row, sort_keys=True, default=str)
+
+
+def fingerprint(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def stream_line(record_json: bytes | str, job_id: str, batch_id: str, status: str) -> str:
@@ -125,12 +132,13 @@ class JobManager:
         environments: tuple[str, ...] = (),
         stage_stats: Callable[[], dict] = dict,
         validate_row: Callable[[dict], Any] | None = None,
+        check_rows: RowCheck | None = None,
         release_snapshots: Callable[[list[str]], Awaitable[None]] | None = None,
     ):
         self.limits = limits or JobLimits()
         self.journal = journal or Journal(None)
         self._rollout, self._on_restart, self._environments = rollout, on_restart, environments
-        self._stage_stats, self._validate_row = stage_stats, validate_row
+        self._stage_stats, self._validate_row, self._check_rows = stage_stats, validate_row, check_rows
         self._release_snapshots = release_snapshots  # of forgotten jobs' records (branches start from them)
         self._jobs: dict[str, _Job] = {}
         self._batches: dict[str, _Batch] = {}
@@ -222,11 +230,20 @@ class JobManager:
         effective = self._effective_rows(rows, request.sampling.model_dump(exclude_none=True))
         if request.snapshots is not None:
             effective = [row | {SNAPSHOTS_KEY: request.snapshots} for row in effective]
+        texts = [canonical(row) for row in effective]
+        if large := [{"index": i, "bytes": len(t)} for i, t in enumerate(texts) if len(t) > lim.max_row_bytes]:
+            raise JobError(
+                413, f"{len(large)} rows exceed the limit of {lim.max_row_bytes} bytes per row", rows=large[:20]
+            )
+        if request.fork_from is None:  # a branch's row is its finished job's, checked then
+            await self._check_with_environment(effective)
+            if not self._open:
+                raise JobError(503, "the job service is not running")
         batch_id = request.batch_id or f"b-{uuid.uuid4().hex[:12]}"
         ids = request.job_ids or [f"{batch_id}/{i}/{s}" for i in range(len(rows)) for s in range(samples)]
         if len(ids) != n or len(set(ids)) != n or not all(0 < len(i) <= 256 for i in ids):
             raise JobError(422, f"job_ids must be {n} distinct ids of 1 to 256 characters, one per row sample")
-        prints = [fingerprint(row) for row in effective]
+        prints = [fingerprint(text) for text in texts]
         conflicts = [
             i for k, i in enumerate(ids) if i in self._jobs and self._jobs[i].fingerprint != prints[k // samples]
         ]
@@ -250,7 +267,7 @@ class JobManager:
                 batch_id,
                 ids,
                 request.stop_after,
-                [(jid, prints[k // samples], effective[k // samples]) for k, jid in new],
+                [(jid, prints[k // samples], texts[k // samples]) for k, jid in new],
             )
         except BaseException:
             del self._batches[batch_id]
@@ -278,6 +295,22 @@ class JobManager:
             return branch_row(job_id, turn, await self.journal.row(job_id), record)
         except BranchError as exc:
             raise JobError(409, str(exc)) from None
+
+    async def _check_with_environment(self, rows: list[dict]) -> None:
+        """422 listing the rows the environment's own row model refuses (docs/job_api.md); 503 if
+        the environment could not say (submit again later)."""
+        if self._check_rows is None:
+            return
+        try:
+            problems = await self._check_rows(rows)
+        except Exception as exc:  # noqa: BLE001 - whatever kept the check from answering: nothing is accepted
+            raise JobError(503, f"the environment could not check the rows ({exc}); submit again") from None
+        if problems:
+            raise JobError(
+                422,
+                f"{len(problems)} rows do not fit the environment's row model (up to 20 listed)",
+                rows=problems[:20],
+            )
 
     def _effective_rows(self, rows: list[Any], overrides: dict) -> list[dict]:
         """Each row with the sampling overrides applied; 422 listing every malformed row."""

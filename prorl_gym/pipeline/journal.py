@@ -48,6 +48,8 @@ CREATE TABLE IF NOT EXISTS results (
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+WAL_SIZE_LIMIT = 4 << 20  # bytes the write-ahead log keeps after a checkpoint
+FREE_PAGES_KEPT = 4 << 20  # bytes of freed pages (dropped rows) kept for reuse before they go back to the disk
 
 
 class JournalConfig(BaseModel):
@@ -119,6 +121,9 @@ class Journal:
         db.execute("PRAGMA auto_vacuum = INCREMENTAL")  # only takes on a new file: before any table
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = NORMAL")
+        # The write-ahead log keeps its largest size after a checkpoint unless told: a 20 MB row would
+        # be on disk twice (log and database) for as long as the journal is open.
+        db.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         db.executescript(SCHEMA)
         self._db = db
         results: dict[str, list[tuple[str, str]]] = {}
@@ -155,11 +160,10 @@ class Journal:
     # ------------------------------------------------------------------ writes
 
     async def add_batch(
-        self, batch_id: str, job_ids: list[str], stop_after: int | None, new_jobs: list[tuple[str, str, dict]]
+        self, batch_id: str, job_ids: list[str], stop_after: int | None, new_jobs: list[tuple[str, str, str]]
     ) -> None:
-        """The batch and its new jobs (id, fingerprint, row), in one transaction."""
-        rows = [(jid, fp, json.dumps(row)) for jid, fp, row in new_jobs]
-        await self._call(self._add_batch, batch_id, json.dumps(job_ids), stop_after, rows)
+        """The batch and its new jobs (id, fingerprint, the row's JSON), in one transaction."""
+        await self._call(self._add_batch, batch_id, json.dumps(job_ids), stop_after, new_jobs)
 
     def _add_batch(self, batch_id: str, job_ids: str, stop_after: int | None, rows: list) -> None:
         with self._db:
@@ -168,6 +172,7 @@ class Journal:
                 (batch_id, job_ids, stop_after, time.time()),
             )
             self._db.executemany("INSERT INTO jobs (id, fingerprint, row, status) VALUES (?, ?, ?, 'running')", rows)
+        self._keep_small()
 
     async def set_stop_after(self, batch_id: str, k: int) -> None:
         await self._call(self._write, "UPDATE batches SET stop_after = ? WHERE id = ?", (k, batch_id))
@@ -192,6 +197,22 @@ class Journal:
                 (status, record, keep_row, job_id),
             )
             self._place(job_id, status, placements)
+        self._keep_small()
+
+    def _keep_small(self) -> None:
+        """After a write that may have been large: a large payload is on disk once. Without this a
+        row is in the log and the database until the log is reused, and again in the job's record
+        (which holds its content) while its dropped pages wait for the batch to be forgotten."""
+        free, page = (self._db.execute(f"PRAGMA {name}").fetchone()[0] for name in ("freelist_count", "page_size"))
+        wal = Path(f"{self.path}-wal") if self.path is not None else None
+        if free * page > FREE_PAGES_KEPT or (wal is not None and wal.exists() and wal.stat().st_size > WAL_SIZE_LIMIT):
+            self._give_back_space()
+
+    def _give_back_space(self) -> None:
+        # fetchall: the vacuum frees a page per step, and execute() alone takes one step.
+        self._db.execute("PRAGMA incremental_vacuum").fetchall()
+        if self.path is not None:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     async def place_job(self, job_id: str, status: str, placements: list[tuple[str, int, bool]]) -> None:
         """A finished job's stored record gets offsets in more batches (a resubmission of the same job)."""
@@ -220,9 +241,7 @@ class Journal:
             self._db.executemany("DELETE FROM batches WHERE id = ?", [(b,) for b in batch_ids])
             self._db.executemany("DELETE FROM results WHERE batch_id = ?", [(b,) for b in batch_ids])
             self._db.executemany("DELETE FROM jobs WHERE id = ?", [(j,) for j in job_ids])
-        self._db.execute("PRAGMA incremental_vacuum")
-        if self.path is not None:
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._give_back_space()
 
     def _write(self, sql: str, params: tuple) -> None:
         with self._db:

@@ -33,3 +33,19 @@ class SnapshotResponse(BaseModel):
 
 class ReleaseSnapshotsRequest(BaseModel):
     snapshot_ids: list[str]
+
+
+class CheckRowsRequest(BaseModel):
+    rows: list[Any]
+
+
+class RowProblem(BaseModel):
+    index: int
+    error: str
+
+
+class CheckRowsResponse(BaseModel):
+    """The rows the environment's row model (its /seed_session body) refuses; the job API checks a
+    batch with it before accepting it."""
+
+    problems: list[RowProblem]

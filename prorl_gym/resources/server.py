@@ -29,7 +29,7 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.server_utils import SESSION_ID_KEY
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from prorl_gym.asgi import PlainASGIMiddleware
 from prorl_gym.lifespan import run_with_app
@@ -39,7 +39,10 @@ from prorl_gym.resources.protocol import (
     SANDBOX_ERROR,
     SANDBOX_LOST_ERROR,
     SNAPSHOT_KEY,
+    CheckRowsRequest,
+    CheckRowsResponse,
     ReleaseSnapshotsRequest,
+    RowProblem,
     SeedSessionResponse,
     SnapshotResponse,
     ToolsResponse,
@@ -179,6 +182,7 @@ class SandboxResourcesServer(PlainASGIMiddleware, SimpleResourcesServer):
         self._metrics = self.setup_metrics()
         self._metrics.mount(app)
         app.get("/tools")(self.list_tools)
+        app.post("/check_rows")(self.check_rows)
         app.post("/release")(self.release)
         app.post("/snapshot")(self.snapshot)
         app.post("/snapshots/release")(self.release_snapshots)
@@ -301,6 +305,17 @@ class SandboxResourcesServer(PlainASGIMiddleware, SimpleResourcesServer):
             tools=[tool.schema() for tool in self._tools],
             ends_rollout=[tool.name for tool in self._tools if tool.ends_rollout],
         )
+
+    async def check_rows(self, body: CheckRowsRequest) -> CheckRowsResponse:
+        """Each row against this environment's row model, as /seed_session would take it."""
+        problems = []
+        for index, row in enumerate(body.rows):
+            try:
+                self.seed_request.model_validate(row)
+            except ValidationError as exc:
+                error = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'row'}: {e['msg']}" for e in exc.errors())
+                problems.append(RowProblem(index=index, error=error[:500]))
+        return CheckRowsResponse(problems=problems)
 
     async def status(self) -> dict[str, Any]:
         """Live sandboxes, and per sandbox host: live sandboxes, capacity, health, failures."""

@@ -112,6 +112,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             on_restart=c.journal.on_restart,
             environments=(c.resources_server.name, c.name),
             validate_row=RunRequest.model_validate,
+            check_rows=self._pipeline.row_problems,
             stage_stats=lambda: {stage.value: pool.stats() for stage, pool in self._pools.items()},
             release_snapshots=self._pipeline.release_snapshots,
         )
@@ -124,6 +125,9 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
         """As NeMo Gym's, under a supervisor that starts the agent again if it dies: its journal
         brings back every job (prorl_gym/supervise.py)."""
         return supervised(super().run_webserver)
+
+    def body_limits(self) -> dict[str, int]:
+        return {"/run": self.config.jobs.max_row_bytes, "/jobs": self.config.jobs.max_request_bytes}
 
     def setup_webserver(self):
         app = super().setup_webserver()
@@ -208,11 +212,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
 
         @app.post("/jobs")
         async def submit(request: Request) -> Batch:
-            body, limit = bytearray(), self.config.jobs.max_request_bytes
-            async for chunk in request.stream():  # bounded: a chunked body has no length to check first
-                body += chunk
-                if len(body) > limit:
-                    raise JobError(413, f"the request exceeds the limit of {limit} bytes")
+            body = await request.body()  # bounded by body_limits (413)
             try:
                 batch = SubmitRequest.model_validate_json(body)
             except ValidationError as exc:

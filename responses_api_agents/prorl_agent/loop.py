@@ -30,6 +30,9 @@ LOST_SANDBOX = (409, 503)
 # The model server's answer when the policy endpoint cannot serve a call at all (a route it lacks,
 # no per-token log-probs while token ids are on): permanent, so never retried.
 INCOMPATIBLE = 501
+# The model server's answers when the endpoint refused the request itself (the model server's
+# REFUSED_REQUEST): the same request is refused again.
+REFUSED = (400, 413, 422)
 
 
 def _detail(payload: bytes) -> str:
@@ -143,7 +146,8 @@ class AgentLoop:
             raise RolloutFailure(Stage.RUN, FailureType.POLICY_INCOMPATIBLE, message, infra=False)
         if status != 200:
             message = f"model server returned {status}: {payload[:1000]!r}"
-            raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra)
+            # A request the endpoint refused (400, 413, 422) is refused again: not worth another attempt.
+            raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra and status not in REFUSED)
         self.model_cookies |= cookies
         try:
             response = NeMoGymResponse.model_validate_json(payload)

@@ -198,6 +198,20 @@ class Pipeline:
         answer = json.loads(payload) if payload else {}
         a.host = answer.get("host") if isinstance(answer, dict) else None
 
+    async def row_problems(self, rows: list[dict]) -> list[dict]:
+        """The rows the environment's own row model refuses, as [{index, error}] (the job API's check at
+        submission). A server without /check_rows (NeMo Gym's own) has no model to check against: none."""
+        async with asyncio.timeout(self.release_timeout_s):
+            response = await self.peers.client.post(
+                server_name=self.peers.resources_server, url_path="/check_rows", json={"rows": rows}
+            )
+            payload = await response.read()
+        if response.status == 404:
+            return []
+        if response.status != 200:
+            raise RuntimeError(f"/check_rows returned {response.status}: {payload[:300]!r}")
+        return json.loads(payload)["problems"]
+
     async def tool_list(self) -> ToolsResponse:
         """The resources server's tools (our servers are the one home of their tool definitions). A server
         without /tools (NeMo Gym's own) lists none: each row then brings its own, in responses_create_params."""

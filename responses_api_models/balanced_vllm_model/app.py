@@ -48,6 +48,7 @@ from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
 T = TypeVar("T")
 ENDPOINT_HEADER = "x-policy-endpoint"  # which endpoint served a response (logs, tests)
 MISSING_ROUTE = (404, 405, 501)  # the endpoint lacks the route: asking again would not help
+REFUSED_REQUEST = (400, 413, 422)  # the endpoint refused what was asked: the same request gets the same answer
 NO_TOKEN_IDS = (
     "Token ids need an endpoint that returns them (vLLM, SGLang); to evaluate an endpoint without them, turn "
     "them off: return_token_id_information: false (python -m prorl_gym.evaluation --no-token-ids, "
@@ -188,12 +189,18 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
             outcome = str(e.status)
             raise HTTPException(status_code=e.status, detail=e.reason) from e
         except ClientResponseError as e:
-            if e.status not in MISSING_ROUTE:
-                raise
-            outcome = "incompatible"
-            raise HTTPException(
-                501, f"{lease.endpoint.url} has no route for this call ({e.status}: {e.message})"
-            ) from e
+            if e.status in MISSING_ROUTE:
+                outcome = "incompatible"
+                raise HTTPException(
+                    501, f"{lease.endpoint.url} has no route for this call ({e.status}: {e.message})"
+                ) from e
+            if e.status in REFUSED_REQUEST:  # the request's content: the caller's to know, not a 500
+                outcome = str(e.status)
+                said = e.response_content.decode(errors="replace") if getattr(e, "response_content", None) else ""
+                raise HTTPException(
+                    e.status, f"{lease.endpoint.url} refused the request ({e.status}): {said[:2000] or e.message}"
+                ) from e
+            raise
         except TokenIdsUnavailable as e:
             outcome = "incompatible"
             raise HTTPException(501, f"{e}. {NO_TOKEN_IDS}") from e

@@ -259,6 +259,59 @@ async def test_malformed_rows_are_listed_by_index(manager):
     assert "task_id" in exc.value.extra["rows"][0]["error"] and "JSON object" in exc.value.extra["rows"][1]["error"]
 
 
+async def test_rows_are_checked_against_the_environments_row_model_at_submission(manager, fake):
+    async def check(rows):  # the agent asks its resources server (/check_rows)
+        return [
+            {"index": i, "error": "expected_answer: Field required"} for i, r in enumerate(rows) if "task_id" not in r
+        ]
+
+    manager._check_rows = check
+    missing = {"responses_create_params": {"input": "q"}}
+    with pytest.raises(JobError) as exc:
+        await submit(manager, [row(0), missing, row(1)])
+    assert exc.value.status == 422 and "1 rows do not fit the environment's row model" in exc.value.detail
+    assert exc.value.extra["rows"] == [{"index": 1, "error": "expected_answer: Field required"}]
+
+    async def unreachable(rows):
+        raise ConnectionError("the resources server is gone")
+
+    manager._check_rows = unreachable
+    with pytest.raises(JobError) as exc:
+        await submit(manager, [row(0)])
+    assert exc.value.status == 503 and "the resources server is gone" in exc.value.detail
+    await settle(manager)
+    assert not fake.calls and (await manager.status()).active_jobs == 0  # nothing accepted
+
+
+async def test_a_row_over_the_row_bound_is_413_whatever_the_batch_size(fake):
+    manager = JobManager(fake, JobLimits(max_row_bytes=2000))
+    await manager.start()
+    small, large = row(0), {"responses_create_params": {"input": "x" * 3000}}
+    with pytest.raises(JobError) as exc:
+        await submit(manager, [small, large])
+    assert exc.value.status == 413 and "limit of 2000 bytes per row" in exc.value.detail
+    assert exc.value.extra["rows"][0]["index"] == 1
+    assert (await submit(manager, [small])).new_jobs == 1
+    await manager.close()
+
+
+async def test_a_large_row_is_on_disk_once_through_its_jobs_life(tmp_path):
+    """The row is written to the log and the database, then again in the record: the journal gives
+    the space back, so a job of a 6 MB row holds about 6 MB at each step, not 12 to 24."""
+    path, payload = tmp_path / "agent.sqlite", 6 << 20
+    fake = FakeRollout()
+    manager = journaled(fake, path)
+    await manager.start()
+    batch = await submit(manager, [{"responses_create_params": {"input": "x" * payload}}])
+    sizes = [(await manager.status()).journal["bytes"]]
+    await settle(manager)
+    fake.finish(0)
+    await asyncio.wait_for(collect(manager, batch.batch_id), 10)
+    sizes.append((await manager.status()).journal["bytes"])
+    assert all(payload < size < 1.3 * payload for size in sizes), sizes
+    await manager.close()
+
+
 async def test_a_full_service_says_429_and_keeps_what_it_accepted(manager, fake):
     first = await submit(manager, [row(i) for i in range(4)], samples_per_row=2)  # 8 of 10
     with pytest.raises(JobError) as exc:

@@ -83,11 +83,15 @@ async def test_output_token_budget(client):
     assert requested == [20, 13, 6]  # each call asks only for what is left
 
 
-async def test_policy_http_error_is_a_policy_error(client):
-    client.route("model", "/v1/responses", lambda body: FakeResponse(500, {"error": "boom"}))
+@pytest.mark.parametrize(("status", "infra"), [(500, True), (503, True), (429, True), (400, False), (422, False)])
+async def test_policy_http_error_is_a_policy_error(client, status, infra):
+    """Before any output a failing policy is the infrastructure's (tried again), unless the endpoint
+    refused the request itself: the same request is refused again."""
+    client.route("model", "/v1/responses", lambda body: FakeResponse(status, {"error": "boom"}))
     with pytest.raises(RolloutFailure) as info:
         await make_loop(client).run()
-    assert info.value.failure.type == FailureType.POLICY_ERROR and "500" in info.value.failure.message
+    failure = info.value.failure
+    assert failure.type == FailureType.POLICY_ERROR and str(status) in failure.message and failure.infra is infra
 
 
 async def test_silent_policy_is_a_policy_error(client):

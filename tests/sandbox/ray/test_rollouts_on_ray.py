@@ -7,6 +7,8 @@ sandbox node lost in the middle of a collection."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -20,6 +22,7 @@ from prorl_gym.jsonl import read_jsonl
 from prorl_gym.sandbox.backends.local import processes_mounting
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.sandbox.ray.local_cluster import LocalRayCluster
+from prorl_gym.serve import wait_for_host_nodes
 from prorl_gym.stack import Stack, collected_records
 
 ENVIRONMENTS = {env.name: env for env in discover()}
@@ -47,7 +50,7 @@ def stack(cluster, tmp_path_factory):
         policy_args=["--tool-calls", "2", "--latency-ms", "150"],
         log_dir=tmp / "logs",
     ) as stack:
-        stack.tmp, stack.root = tmp, root
+        stack.tmp, stack.sandbox_root = tmp, root
         yield stack
     assert not read_leases(root), "leases left behind"
 
@@ -68,6 +71,22 @@ def kill_when_busy(cluster: LocalRayCluster, victim, status_url: str, timeout_s:
 
 def hosts_of(records: list[dict]) -> set[str]:
     return {r["host"] for r in records if r.get("host")}
+
+
+def test_serve_counts_the_hosts_and_refuses_a_cluster_without_them(cluster):
+    assert wait_for_host_nodes(cluster.address, "prorl_sandbox_host", 1, 0.0) == 3
+    # This cluster has no node with this resource: serve refuses before it starts anything.
+    run = subprocess.run(
+        [sys.executable, "-m", "prorl_gym.serve", "--envs", "math", "--scripted-policy"]
+        + ["--ray-address", cluster.address, "--host-resource", "prorl_no_such_host"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 1, run.stderr
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: 0 of the 1 Ray node(s) with the resource 'prorl_no_such_host' needed are up")
+    assert "ray start --address" in last and "up: head server" not in run.stderr
 
 
 def test_every_environment_runs_its_sandboxes_on_the_cluster_hosts(stack, cluster):
@@ -125,13 +144,13 @@ def test_a_node_that_comes_back_has_its_leftovers_reaped(stack, cluster):
     directories are reaped by the host a server starts when the node is back."""
     cluster.add_node()
     deadline = time.monotonic() + 60
-    while leftovers(stack.root) and time.monotonic() < deadline:
+    while leftovers(stack.sandbox_root) and time.monotonic() < deadline:
         time.sleep(1)
-    assert not leftovers(stack.root)
-    kept = {Path(lease.private_dir).name for lease in read_leases(stack.root)}  # SWE's shared-INIT templates
-    assert not [p.name for p in stack.root.iterdir() if not p.name.startswith(".") and p.name not in kept]
+    assert not leftovers(stack.sandbox_root)
+    kept = {Path(lease.private_dir).name for lease in read_leases(stack.sandbox_root)}  # SWE's shared-INIT templates
+    assert not [p.name for p in stack.sandbox_root.iterdir() if not p.name.startswith(".") and p.name not in kept]
     # No sandbox process is left: none has a mount from the root (also one orphaned by its host's death).
-    assert not processes_mounting(f"{stack.root}/")
+    assert not processes_mounting(f"{stack.sandbox_root}/")
 
 
 def leftovers(root: Path) -> list:
