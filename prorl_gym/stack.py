@@ -37,6 +37,14 @@ class StackError(ProrlError):
     pass
 
 
+# What ng_run's log says when the Ray cluster it starts failed to come up (worth another attempt).
+RAY_START_FAILURES = (
+    "The current node timed out during startup",
+    "Failed to connect to GCS",
+    "Timed out while waiting for GCS to become available",
+)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -68,7 +76,12 @@ class Stack:
     policy_data: list[str] | None = None  # start the scripted policy on these rows
     policy_args: list[str] = field(default_factory=list)
     log_dir: Path = REPO_ROOT / "results" / "logs"
-    ready_timeout_s: float = 300.0
+    # How long ng_run may take to have every server up ($PRORL_STACK_READY_TIMEOUT_S: a busy machine).
+    ready_timeout_s: float = field(default_factory=lambda: float(os.environ.get("PRORL_STACK_READY_TIMEOUT_S", 300)))
+    # ng_run starts a Ray cluster, whose node must register within Ray's own 30 s (not configurable in
+    # Ray 2.60); on a busy machine it sometimes does not. Such a start is tried again, this many times in all.
+    start_attempts: int = 3
+    ng_run: str = str(BIN / "ng_run")
     head_host: str = "127.0.0.1"
     head_port: int = field(default_factory=free_port)
     policy_port: int = field(default_factory=free_port)
@@ -129,8 +142,32 @@ class Stack:
         if self.policy_data is not None:
             self._start_policy()
             overrides.append(f"+policy_base_url=http://127.0.0.1:{self.policy_port}/v1")
-        ng_run = self._spawn([str(BIN / "ng_run"), *self.common_overrides, *overrides], "ng_run.log")
-        self._wait_log(ng_run, self.log_dir / "ng_run.log", "servers ready!")
+        self._start_ng_run([self.ng_run, *self.common_overrides, *overrides])
+
+    def _start_ng_run(self, argv: list[str]) -> None:
+        log = self.log_dir / "ng_run.log"
+        for attempt in range(1, self.start_attempts + 1):
+            ng_run = self._spawn(argv, "ng_run.log")
+            try:
+                return self._wait_log(ng_run, log, "servers ready!")
+            except StackError as exc:
+                said = log.read_text(errors="replace")
+                if not any(marker in said for marker in RAY_START_FAILURES):
+                    raise
+                stop_session(ng_run)
+                self._procs.remove(ng_run)
+                kept = log.rename(log.with_name(f"ng_run.attempt{attempt}.log"))
+                if attempt == self.start_attempts:
+                    raise StackError(
+                        f"ng_run's Ray cluster did not start in {self.start_attempts} attempts (Ray's node must "
+                        f"register within 30 s; is the machine overloaded?); the last attempt's log: {kept}"
+                    ) from exc
+                print(
+                    f"[stack] ng_run's Ray cluster did not start (attempt {attempt} of {self.start_attempts}; "
+                    f"log: {kept}): starting ng_run again",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def _start_policy(self) -> subprocess.Popen:
         data = [arg for path in self.policy_data for arg in ("--data", path)]

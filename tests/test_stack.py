@@ -1,0 +1,71 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""Stack's start on a busy machine: an ng_run whose Ray cluster did not come up is started again,
+another failure is said at once. (Every end-to-end test starts a real Stack; here a stand-in
+ng_run fails on demand, as Ray's node registration does under load: 2 of 9 starts on a busy
+machine.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from prorl_gym.stack import Stack, StackError
+
+# Says what the real ng_run says when ray.init's node misses Ray's 30 s, the first $FAILS times.
+FAKE_NG_RUN = """#!/bin/sh
+n=$(cat "$STATE" 2>/dev/null || echo 0)
+echo $((n + 1)) > "$STATE"
+if [ "$n" -lt "$FAILS" ]; then
+  echo "NeMo Gym is starting a new Ray cluster..."
+  echo "$FAILURE"
+  exit 1
+fi
+echo "All 3 / 3 servers ready!"
+exec sleep 600
+"""
+RAY_TIMEOUT = "Exception: The current node timed out during startup. This could happen because ..."
+
+
+@pytest.fixture
+def fake_ng_run(tmp_path, monkeypatch):
+    script = tmp_path / "ng_run"
+    script.write_text(FAKE_NG_RUN)
+    script.chmod(0o755)
+    monkeypatch.setenv("STATE", str(tmp_path / "starts"))
+    monkeypatch.setenv("FAILURE", RAY_TIMEOUT)
+    return script
+
+
+def stack(tmp_path, script) -> Stack:
+    return Stack(["configs/math.yaml"], log_dir=tmp_path / "logs", ng_run=str(script), ready_timeout_s=30)
+
+
+def starts(tmp_path) -> int:
+    return int((tmp_path / "starts").read_text())
+
+
+def test_a_ray_cluster_that_did_not_start_is_started_again(tmp_path, fake_ng_run, monkeypatch, capfd):
+    monkeypatch.setenv("FAILS", "2")
+    with stack(tmp_path, fake_ng_run):
+        assert starts(tmp_path) == 3
+    assert "attempt 2 of 3" in capfd.readouterr().err
+    kept = sorted(p.name for p in (tmp_path / "logs").glob("ng_run*.log"))
+    assert kept == ["ng_run.attempt1.log", "ng_run.attempt2.log", "ng_run.log"]
+    assert "timed out during startup" in (tmp_path / "logs" / "ng_run.attempt1.log").read_text()
+
+
+def test_it_gives_up_after_its_attempts_saying_why(tmp_path, fake_ng_run, monkeypatch):
+    monkeypatch.setenv("FAILS", "9")
+    with pytest.raises(StackError) as exc, stack(tmp_path, fake_ng_run):
+        pass
+    assert "did not start in 3 attempts" in str(exc.value) and "ng_run.attempt3.log" in str(exc.value)
+    assert starts(tmp_path) == 3
+
+
+def test_any_other_failure_is_said_at_once(tmp_path, fake_ng_run, monkeypatch):
+    monkeypatch.setenv("FAILS", "9")
+    monkeypatch.setenv("FAILURE", "omegaconf.errors.ConfigKeyError: Missing key policy_base_url")
+    with pytest.raises(StackError) as exc, stack(tmp_path, fake_ng_run):
+        pass
+    assert "exited with 1" in str(exc.value) and "Missing key policy_base_url" in str(exc.value)
+    assert starts(tmp_path) == 1
