@@ -11,7 +11,7 @@ prompt), leaves out failed and cancelled rollouts (never scored 0), keeps the gr
 rewards differ (DAPO's filter: a uniform group has no learning signal) and computes
 group-normalised advantages (GRPO), the input of a policy update.
 
-    # a stack of its own (the scripted policy stands in for a GPU model; about 30 s to start):
+    # a stack of its own (the scripted policy stands in for a GPU model; 47 to 284 s to start on a 2-core machine):
     python examples/training_loop.py --start-stack --steps 3
     # a running stack: by NeMo Gym's head server and the agent's name, or the agent's URL
     python examples/training_loop.py --head-url http://127.0.0.1:11000 --agent math_agent

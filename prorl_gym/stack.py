@@ -81,7 +81,10 @@ class Stack:
     # ng_run starts a Ray cluster, whose node must register within Ray's own 30 s (not configurable in
     # Ray 2.60); on a busy machine it sometimes does not. Such a start is tried again, this many times in all.
     start_attempts: int = 3
-    ng_run: str = str(BIN / "ng_run")
+    # NeMo Gym's CLIs. nemo-gym 0.4.0 spells them `gym env start` and `gym eval run --no-serve` too (and
+    # calls ng_run / ng_collect_rollouts deprecated aliases of those): same Hydra overrides either way.
+    start_command: list[str] = field(default_factory=lambda: [str(BIN / "ng_run")])
+    collect_command: list[str] = field(default_factory=lambda: [str(BIN / "ng_collect_rollouts")])
     head_host: str = "127.0.0.1"
     head_port: int = field(default_factory=free_port)
     policy_port: int = field(default_factory=free_port)
@@ -142,7 +145,7 @@ class Stack:
         if self.policy_data is not None:
             self._start_policy()
             overrides.append(f"+policy_base_url=http://127.0.0.1:{self.policy_port}/v1")
-        self._start_ng_run([self.ng_run, *self.common_overrides, *overrides])
+        self._start_ng_run([*self.start_command, *self.common_overrides, *overrides])
 
     def _start_ng_run(self, argv: list[str]) -> None:
         log = self.log_dir / "ng_run.log"
@@ -225,7 +228,7 @@ class Stack:
     ) -> list[str]:
         """The ng_collect_rollouts command line for this stack."""
         return [
-            str(BIN / "ng_collect_rollouts"),
+            *self.collect_command,
             *self.common_overrides,
             f"+agent_name={agent}",
             f"+input_jsonl_fpath={input_jsonl}",

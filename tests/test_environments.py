@@ -11,7 +11,7 @@ import yaml
 
 from prorl_gym.demo import chosen_environments
 from prorl_gym.environments import REPO_ROOT, all_config_paths, discover, environment, write_compositions
-from prorl_gym.evaluation.splits import SplitError, resolve
+from prorl_gym.evaluation.splits import SplitError, prepared, resolve
 
 TOY_CONFIG = """\
 toy:
@@ -45,7 +45,16 @@ def root(tmp_path):
     (toy / "configs" / "toy.yaml").write_text(TOY_CONFIG)
     (toy / "app.py").write_text("# a resources server\n")
     (toy / "data" / "example.jsonl").write_text(json.dumps({"responses_create_params": {"input": "hi"}}) + "\n")
-    (toy / "data" / "prepare.py").write_text(textwrap.dedent("print('preparing toy')\n"))
+    (toy / "data" / "prepare.py").write_text(
+        textwrap.dedent(
+            """\
+            import json, pathlib
+            print('preparing toy')
+            row = {"responses_create_params": {"input": "hi"}}
+            (pathlib.Path(__file__).parent / "validation.jsonl").write_text(json.dumps(row) + "\\n")
+            """
+        )
+    )
     (tmp_path / "configs").mkdir()
     return tmp_path
 
@@ -74,6 +83,9 @@ def test_a_new_folder_is_picked_up_by_the_demo_the_eval_and_the_compositions(roo
     with pytest.raises(SplitError, match=r"generate it with `.*resources_servers/toy/data/prepare.py`"):
         resolve("toy", "validation", root)  # declared, not generated yet: says how to make it
     assert toy.prepare_script == root / "resources_servers/toy/data/prepare.py"
+    # make eval prepares a missing split with the environment's own script, once
+    assert prepared("toy", "validation", root).path == root / "resources_servers/toy/data/validation.jsonl"
+    assert resolve("toy", "validation", root).path.exists()
     write_compositions(root)
     everything = yaml.safe_load((root / "configs" / "all.yaml").read_text())["config_paths"]
     assert "resources_servers/toy/configs/toy.yaml" in everything
@@ -86,3 +98,9 @@ def test_an_unknown_environment_is_named_with_those_found(root):
         chosen_environments("chess,math", root)
     with pytest.raises(SplitError, match="unknown environment 'chess'.*toy"):
         resolve("chess", "example", root)
+
+
+def test_a_prepare_script_that_fails_is_said_with_the_split_it_did_not_write(root):
+    (root / "resources_servers/toy/data/prepare.py").write_text("raise SystemExit(3)\n")
+    with pytest.raises(SplitError, match=r"prepare.py failed \(3\); resources_servers/toy/data/validation.jsonl"):
+        prepared("toy", "validation", root)

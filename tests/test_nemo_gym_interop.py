@@ -1,6 +1,8 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""prorl-gym and NeMo Gym's own servers, both ways, under one real ng_run with the scripted policy:
+"""prorl-gym and NeMo Gym's own servers, both ways, under one real ng_run with the scripted policy,
+spelled as nemo-gym 0.4.0 prefers (`gym env start`, `gym eval run --no-serve`; every other stack
+of the suite spells it ng_run and ng_collect_rollouts):
 
 - our prorl_agent driving NeMo Gym's `math_with_code` resources server (no /tools: the rows bring
   their tools; its tool answers are passed on whole, as its simple_agent does);
@@ -21,7 +23,7 @@ import pytest
 
 from benchmarks.peer_nemo_gym import PEER_AGENT, PEER_SERVER, SITE, peer_rows
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.stack import REPO_ROOT, Stack, collected_records
+from prorl_gym.stack import BIN, REPO_ROOT, Stack, collected_records
 
 MATH_EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 OURS = ("resources_servers/math", "responses_api_agents/prorl_agent", "responses_api_models/balanced_vllm_model")
@@ -71,6 +73,8 @@ def stack(tmp_path_factory):
         policy_args=["--tool-alias", "python=execute_python"],  # NeMo Gym's tool for the same actions
         log_dir=logs,
         root=scratch,
+        start_command=[str(BIN / "gym"), "env", "start"],
+        collect_command=[str(BIN / "gym"), "eval", "run", "--no-serve"],
     ) as stack:
         stack.scratch = scratch
         yield stack

@@ -37,7 +37,7 @@ def fake_ng_run(tmp_path, monkeypatch):
 
 
 def stack(tmp_path, script) -> Stack:
-    return Stack(["configs/math.yaml"], log_dir=tmp_path / "logs", ng_run=str(script), ready_timeout_s=30)
+    return Stack(["configs/math.yaml"], log_dir=tmp_path / "logs", start_command=[str(script)], ready_timeout_s=30)
 
 
 def starts(tmp_path) -> int:

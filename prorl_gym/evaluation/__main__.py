@@ -28,7 +28,7 @@ from pathlib import Path
 from prorl_gym.environments import discover
 from prorl_gym.evaluation.report import build_report
 from prorl_gym.evaluation.run import SCRIPTED_MODES, Policy, run
-from prorl_gym.evaluation.splits import SplitError, resolve
+from prorl_gym.evaluation.splits import SplitError, prepared
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.stack import REPO_ROOT, StackError, collected_records, failures_path, run_cli
 
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
     repeats = args.repeats or 4
     try:
-        split = resolve(args.env, args.split)
+        split = prepared(args.env, args.split)
     except SplitError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from prorl_gym.environments import REPO_ROOT, Split, UnknownEnvironment, environment
@@ -38,3 +41,23 @@ def resolve(env: str, split: str, root: Path = REPO_ROOT) -> Split:
         )
         raise SplitError(f"{chosen.path.relative_to(root)} ({env} {chosen.type}) does not exist: {how}")
     return chosen
+
+
+def prepared(env: str, split: str, root: Path = REPO_ROOT) -> Split:
+    """As `resolve`, but a split the environment's data/prepare.py writes is prepared first if it is
+    missing (once: its file stays), with the script's own output as progress."""
+    try:
+        return resolve(env, split, root)
+    except SplitError:
+        chosen = next((s for s in splits(env, root) if split in (s.type, s.name)), None)
+        script = environment(env, root).prepare_script
+        if chosen is None or script is None or chosen.path.exists():
+            raise
+    where = chosen.path.relative_to(root)
+    print(f"[eval] {where} is missing: preparing it with {script.relative_to(root)} (once)", file=sys.stderr)
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, str(script)], cwd=root)
+    if run.returncode != 0:
+        raise SplitError(f"{script.relative_to(root)} failed ({run.returncode}); {where} was not written")
+    print(f"[eval] prepared {env} data in {time.monotonic() - started:.1f}s", file=sys.stderr)
+    return resolve(env, split, root)
