@@ -30,11 +30,11 @@ import time
 from pathlib import Path
 
 from benchmarks.common import emit, ms, raise_fd_limit, sandbox_root
+from prorl_gym.paths import REPO_ROOT
 from prorl_gym.sandbox import Sandbox, SandboxSpec, create_sandbox
 from prorl_gym.sandbox.fork import staging_spec
 from resources_servers.swe.repos import prepare_repo, prepare_test_env, stage_repo, task_spec
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 SWE_TASKS = REPO_ROOT / "resources_servers" / "swe" / "data" / "tasks.jsonl"
 SWE_CACHE = REPO_ROOT / "data" / "swe" / "cache"
 TARGETS = {"swe_shared_vs_fresh": 4.0, "fork_p50_ms": 10.0, "fork_mib": 2.0, "snapshot_p50_ms": 5.0}

@@ -37,7 +37,8 @@ from benchmarks.cpu import cpu_spent, harness_ms_per_rollout, ms_per_rollout_by_
 from benchmarks.rollouts import MATH_EXAMPLE, drive, math_rows
 from prorl_gym.client import agent_url
 from prorl_gym.environments import environment
-from prorl_gym.stack import REPO_ROOT, Stack
+from prorl_gym.paths import REPO_ROOT
+from prorl_gym.stack import Stack
 
 SITE = Path(nemo_gym.__file__).resolve().parents[1]  # where nemo-gym's own servers are installed
 PEER_SERVER = "resources_servers/math_with_code"

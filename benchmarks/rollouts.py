@@ -15,7 +15,8 @@ from benchmarks.common import sandbox_root
 from prorl_gym.client import agent_url
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.stack import REPO_ROOT, Stack
+from prorl_gym.paths import REPO_ROOT
+from prorl_gym.stack import Stack
 
 MATH_EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 

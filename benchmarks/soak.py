@@ -46,14 +46,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.common import emit, raise_fd_limit
-from prorl_gym.client import ProRLClient, RolloutRecord, agent_url
-from prorl_gym.environments import REPO_ROOT, Environment, all_config_paths, discover
+from prorl_gym.client import ProRLClient, agent_url
+from prorl_gym.environments import Environment, all_config_paths, discover
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.pipeline.metrics import percentile
+from prorl_gym.paths import REPO_ROOT
+from prorl_gym.pipeline.aggregate import percentile
 from prorl_gym.sandbox.backends.local import processes_mounting
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.stack import Stack, collected_records
 from prorl_gym.testing import supervised_server
+from prorl_gym.wire.records import RolloutRecord
 
 FAULTS = ("policy", "sandbox", "shell", "kernel", "hang", "verifier", "server", "agent")
 STATEFUL = {"swe"}  # its gold answer is the sandbox's state: no shell/kernel/hang faults there

@@ -30,9 +30,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from prorl_gym.client import Batch, JobAPIError, ProRLClient, RolloutRecord, agent_url
+from prorl_gym.client import JobAPIError, ProRLClient, agent_url
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
+from prorl_gym.wire.jobs import Batch
+from prorl_gym.wire.records import RolloutRecord
 
 EXAMPLE_ROWS = "resources_servers/math/data/example.jsonl"
 

@@ -1,13 +1,14 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""A typed client of the agent's job API (docs/job_api.md), and the API's wire shapes.
+"""A typed client of the agent's job API (docs/job_api.md); its requests and answers are in
+prorl_gym/wire/jobs.py.
 
     async with ProRLClient(await agent_url("http://127.0.0.1:11000", "math_agent")) as client:
         batch = await client.submit(rows, sampling={"temperature": 1.0}, samples_per_row=8, stop_after=48)
         async for record in client.stream(batch.batch_id):
             ...  # one RolloutRecord as it finishes: record.reward, record.failure, record.response, ...
 
-A record is a RolloutRecord (prorl_gym/pipeline/records.py), the same model /run returns:
+A record is a RolloutRecord (prorl_gym/wire/records.py), the same model /run returns:
 the row's own fields and the environment's verify fields (extra fields), `response` (the
 whole transcript, token ids included; null when cancelled), `reward`, `failure` ({stage,
 type, message} or null: drop such rows from training, never score them 0; `stage` is null
@@ -26,123 +27,12 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 import aiohttp
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel
 from yarl import URL
 
 from prorl_gym.errors import ProrlError
-from prorl_gym.pipeline.records import JobStatus, RolloutRecord
-
-BATCH_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"  # no '/': a batch id is one URL path segment
-
-# ---------------------------------------------------------------------- wire shapes
-
-
-class JobLimits(BaseModel):
-    """The server's bounds: the agent's `jobs:` config block, reported by /status."""
-
-    max_active_jobs: int = Field(10_000, ge=1)  # accepted and unfinished, over all batches -> 429
-    max_batch_rows: int = Field(4096, ge=1)  # -> 413
-    max_batch_jobs: int = Field(16_384, ge=1)  # rows x samples_per_row -> 413
-    max_request_bytes: int = Field(64 << 20, ge=1)  # a /jobs request -> 413
-    max_row_bytes: int = Field(8 << 20, ge=1)  # one row: a /run body, or a row of a batch -> 413
-    retain_jobs: int = Field(50_000, ge=0)  # finished jobs kept for polling; oldest finished batches go first
-    retain_s: float = Field(3600.0, ge=0)  # ... and for at most this long after their batch finished
-    timing_window: int = Field(2000, ge=1)  # recent records behind the status percentiles
-    heartbeat_s: float = Field(15.0, gt=0)  # an empty line this often keeps an idle stream alive
-    cancel_wait_s: float = Field(10.0, ge=0)  # a cancel call waits this long for sandboxes to be released
-
-
-class Sampling(BaseModel):
-    """Overrides of every row's responses_create_params; other fields (seed, ...) pass through."""
-
-    model_config = ConfigDict(extra="allow")
-    temperature: float | None = Field(None, ge=0)
-    top_p: float | None = Field(None, gt=0, le=1)
-    max_output_tokens: int | None = Field(None, ge=1)
-
-
-class ForkFrom(BaseModel):
-    """Start from turn `turn` of a finished job that ran with snapshots: its sandbox as it was then, its
-    transcript up to then (token ids included); only the turns after are sampled. `rows` stays empty."""
-
-    job_id: str
-    turn: int = Field(ge=1)
-
-
-class SubmitRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    rows: list[Any]
-    environment: str | None = None  # checked against what the agent serves
-    batch_id: str | None = Field(None, pattern=BATCH_ID_PATTERN)
-    job_ids: list[str] | None = None  # one per row sample, row-major: (row 0, sample 0), (row 0, sample 1), ...
-    sampling: Sampling = Field(default_factory=Sampling)
-    samples_per_row: int = Field(1, ge=1)
-    stop_after: int | None = Field(None, ge=1)  # cancel the rest once this many usable results exist
-    snapshots: Literal["none", "every_turn"] | None = None  # every_turn: its jobs can be branched from
-    fork_from: ForkFrom | None = None  # branch: `samples_per_row` jobs go on from a turn of a finished job
-
-
-class StopAfter(BaseModel):
-    k: int = Field(ge=1)
-
-
-class Batch(BaseModel):
-    """What a submission returns."""
-
-    batch_id: str
-    job_ids: list[str]
-    created: bool  # False: the batch existed already (an idempotent resubmission)
-    new_jobs: int  # rollouts this call started; job ids that existed start none
-
-
-class Job(BaseModel):
-    job_id: str
-    batch_ids: list[str]
-    status: JobStatus
-    cancel_requested: bool
-    record: RolloutRecord | None = None  # once finished
-
-
-class BatchProgress(BaseModel):
-    batch_id: str
-    total: int
-    finished: int
-    usable: int  # finished without a failure
-    done: bool
-    stop_after: int | None
-
-
-class CancelResult(BaseModel):
-    cancelled: list[str]  # jobs this call cancelled; finished ones stay as they are
-    settled: bool  # all of them have ended (their sandboxes released)
-
-
-class Status(BaseModel):
-    stages: dict[str, dict[str, int]]  # init/run/eval -> workers, waiting, in_flight
-    active_jobs: int
-    retained_jobs: int
-    active_batches: int
-    retained_batches: int
-    completed: int  # since the server started: usable results
-    failed: int  # ... failures other than cancellation
-    cancelled: int
-    failed_by_type: dict[str, int]  # failure type (cancelled included) -> count
-    timings: dict[str, dict[str, float | int | None]]  # init_s, run_queue_s, ... -> p50/p90/p99/n, recent records
-    limits: JobLimits
-    journal: dict[str, Any] = Field(default_factory=dict)  # path and size on disk (bytes)
-
-
-def row_problem(row: Any) -> str | None:
-    """Why a row cannot be a rollout, or None."""
-    if not isinstance(row, dict):
-        return "a row must be a JSON object"
-    params = row.get("responses_create_params")
-    if not isinstance(params, dict):
-        return "responses_create_params (an object) is missing"
-    if not params.get("input") or not isinstance(params["input"], (str, list)):
-        return "responses_create_params.input must be a non-empty string or list"
-    return None
-
+from prorl_gym.wire.jobs import Batch, BatchProgress, CancelResult, ForkFrom, Job, Sampling, Status, SubmitRequest
+from prorl_gym.wire.records import RolloutRecord
 
 # ---------------------------------------------------------------------- the client
 

@@ -24,8 +24,9 @@ import time
 from pathlib import Path
 
 from prorl_gym.environments import Environment, all_config_paths, discover
-from prorl_gym.pipeline.metrics import rollout_metrics
-from prorl_gym.stack import REPO_ROOT, Stack, StackError, collected_records, run_cli
+from prorl_gym.paths import REPO_ROOT
+from prorl_gym.pipeline.aggregate import rollout_metrics
+from prorl_gym.stack import Stack, StackError, collected_records, run_cli
 
 
 def summary(env: Environment, records: list[dict], seconds: float) -> str:

@@ -23,8 +23,9 @@ from typing import Any
 import yaml
 
 from prorl_gym.errors import ProrlError
+from prorl_gym.paths import REPO_ROOT
+from prorl_gym.resources.tools import TOOLS, Tool, describe_tools
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 BASE_CONFIG = "configs/base.yaml"
 POLICY_CONFIG = "responses_api_models/balanced_vllm_model/configs/balanced_vllm_model.yaml"
 
@@ -168,3 +169,9 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def tools_sentence(name: str, own_tools: tuple[Tool, ...] = ()) -> str:
+    """How a system prompt introduces the tools environment `name`'s config lists (the one list)."""
+    known = TOOLS | {tool.name: tool for tool in own_tools}
+    return describe_tools([known[tool] for tool in environment(name).tools])

@@ -34,8 +34,9 @@ import time
 from pathlib import Path
 
 from prorl_gym.environments import all_config_paths, discover
+from prorl_gym.paths import REPO_ROOT
 from prorl_gym.sandbox.backends.ray import RayOptions
-from prorl_gym.stack import REPO_ROOT, Stack, StackError, run_cli
+from prorl_gym.stack import Stack, StackError, run_cli
 
 
 class Stopped(KeyboardInterrupt):

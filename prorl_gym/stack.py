@@ -27,9 +27,9 @@ from typing import NoReturn
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.jsonl import read_jsonl
+from prorl_gym.paths import REPO_ROOT
 from prorl_gym.runtime.process import kill_session, session_members
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 

@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from prorl_gym.demo import chosen_environments
-from prorl_gym.environments import REPO_ROOT, all_config_paths, discover, environment, write_compositions
+from prorl_gym.environments import all_config_paths, discover, environment, write_compositions
 from prorl_gym.evaluation.splits import SplitError, prepared, resolve
+from prorl_gym.paths import REPO_ROOT
 
 TOY_CONFIG = """\
 toy:

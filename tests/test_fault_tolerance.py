@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.client import ProRLClient, agent_url
-from prorl_gym.environments import REPO_ROOT, environment
+from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
+from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import Stack, collected_records
 from prorl_gym.testing import supervised_server
 

@@ -25,7 +25,8 @@ from examples.training_loop import training_loop
 from prorl_gym.client import JobAPIError, ProRLClient, agent_url
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.stack import REPO_ROOT, Stack
+from prorl_gym.paths import REPO_ROOT
+from prorl_gym.stack import Stack
 
 EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 AGENT = "+math_agent.responses_api_agents.prorl_agent"

@@ -23,7 +23,8 @@ import pytest
 
 from benchmarks.peer_nemo_gym import PEER_AGENT, PEER_SERVER, SITE, peer_rows
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.stack import BIN, REPO_ROOT, Stack, collected_records
+from prorl_gym.paths import REPO_ROOT
+from prorl_gym.stack import BIN, Stack, collected_records
 
 MATH_EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 OURS = ("resources_servers/math", "responses_api_agents/prorl_agent", "responses_api_models/balanced_vllm_model")

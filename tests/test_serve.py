@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from prorl_gym.environments import environment
+from prorl_gym.paths import REPO_ROOT
 from prorl_gym.serve import overrides_for, parse_args
-from prorl_gym.stack import REPO_ROOT
 
 
 def test_every_chosen_environment_gets_its_sandboxes_on_ray_hosts():

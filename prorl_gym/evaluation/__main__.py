@@ -30,7 +30,8 @@ from prorl_gym.evaluation.report import build_report
 from prorl_gym.evaluation.run import SCRIPTED_MODES, Policy, run
 from prorl_gym.evaluation.splits import SplitError, prepared
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.stack import REPO_ROOT, StackError, collected_records, failures_path, run_cli
+from prorl_gym.paths import REPO_ROOT
+from prorl_gym.stack import StackError, collected_records, failures_path, run_cli
 
 
 def raw_files(output: Path) -> list[Path]:

@@ -15,20 +15,9 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
-from prorl_gym.pipeline.metrics import percentile
+from prorl_gym.pipeline.aggregate import percentile
+from prorl_gym.wire.records import TIMING_KEYS
 
-# Stage times first (the pipeline's INIT/RUN/EVAL), then their queue waits, then the split of RUN.
-TIMING_KEYS = (
-    "init_s",
-    "run_s",
-    "eval_s",
-    "init_queue_s",
-    "run_queue_s",
-    "eval_queue_s",
-    "policy_s",
-    "tools_s",
-    "total_s",
-)
 # Verifier fields some environments add (code, swe, ...): summarised over valid rollouts when present.
 NUMERIC_EXTRAS = (
     "pass_fraction",

@@ -9,8 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from prorl_gym.environments import REPO_ROOT, Split, UnknownEnvironment, environment
+from prorl_gym.environments import Split, UnknownEnvironment, environment
 from prorl_gym.errors import ProrlError
+from prorl_gym.paths import REPO_ROOT
 
 
 class SplitError(ProrlError, ValueError):

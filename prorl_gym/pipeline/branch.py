@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from prorl_gym.pipeline.records import BRANCH_KEY, RolloutRecord
+from prorl_gym.errors import ProrlError
+from prorl_gym.wire.records import BRANCH_KEY, RolloutRecord
 
 
-class BranchError(ValueError):
+class BranchError(ProrlError):
     """The rollout cannot be branched from that turn (not finished, no snapshot there)."""
 
 

@@ -30,40 +30,18 @@ from typing import Any, Literal
 
 import orjson
 
-from prorl_gym.client import (
-    Batch,
-    BatchProgress,
-    CancelResult,
-    Job,
-    JobLimits,
-    JobStatus,
-    Status,
-    SubmitRequest,
-    row_problem,
-)
 from prorl_gym.errors import ProrlError
+from prorl_gym.pipeline.aggregate import percentile
 from prorl_gym.pipeline.branch import BranchError, branch_row
-from prorl_gym.pipeline.failures import Failure, FailureType
 from prorl_gym.pipeline.journal import Journal
-from prorl_gym.pipeline.metrics import percentile
-from prorl_gym.pipeline.records import SNAPSHOTS_KEY, RolloutRecord, failed_record
+from prorl_gym.wire.failures import Failure, FailureType
+from prorl_gym.wire.jobs import Batch, BatchProgress, CancelResult, Job, JobLimits, Status, SubmitRequest, row_problem
+from prorl_gym.wire.records import SNAPSHOTS_KEY, TIMING_KEYS, JobStatus, RolloutRecord, failed_record
 
 log = logging.getLogger(__name__)
 Rollout = Callable[[dict], Awaitable[RolloutRecord]]
 # rows -> [{"index", "error"}] of those the environment's row model refuses (the agent asks its resources server)
 RowCheck = Callable[[list[dict]], Awaitable[list[dict]]]
-TIMING_KEYS = (
-    "init_queue_s",
-    "init_s",
-    "run_queue_s",
-    "run_s",
-    "eval_queue_s",
-    "eval_s",
-    "total_s",
-    "policy_s",
-    "tools_s",
-    "tool_exec_s",
-)
 STREAM_CHUNK = 64  # records read from the journal at a time by a stream
 
 

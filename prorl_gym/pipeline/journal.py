@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from prorl_gym.errors import ProrlError
+from prorl_gym.paths import REPO_ROOT
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
@@ -47,7 +48,6 @@ CREATE TABLE IF NOT EXISTS results (
 """
 
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 WAL_SIZE_LIMIT = 4 << 20  # bytes the write-ahead log keeps after a checkpoint
 FREE_PAGES_KEPT = 4 << 20  # bytes of freed pages (dropped rows) kept for reuse before they go back to the disk
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from prorl_gym.pipeline.failures import FailureType, RolloutFailure, Stage
+from prorl_gym.wire.failures import FailureType, RolloutFailure, Stage
 
 T = TypeVar("T")
 

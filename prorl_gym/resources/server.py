@@ -33,9 +33,17 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from prorl_gym.asgi import PlainASGIMiddleware
 from prorl_gym.lifespan import run_with_app
-from prorl_gym.metrics import ServerMetrics
-from prorl_gym.pipeline.failures import Failure, FailureType, Stage
-from prorl_gym.resources.protocol import (
+from prorl_gym.prometheus import ServerMetrics
+from prorl_gym.resources.sessions import SandboxSessions, UnknownSessionError
+from prorl_gym.resources.shared_init import SharedInit, default_init_key
+from prorl_gym.resources.snapshots import SnapshotStore, UnknownSnapshotError
+from prorl_gym.resources.tools import TOOLS, Tool, ToolResult
+from prorl_gym.sandbox import Sandbox, SandboxError, SandboxLostError, SandboxSpec
+from prorl_gym.supervise import supervised
+from prorl_gym.verify.pool import VerifierCrashed, VerifierError, VerifierPool, VerifierTimeout
+from prorl_gym.verify.transcript import count_tool_calls
+from prorl_gym.wire.failures import Failure, FailureType, Stage
+from prorl_gym.wire.resources import (
     SANDBOX_ERROR,
     SANDBOX_LOST_ERROR,
     SNAPSHOT_KEY,
@@ -47,14 +55,6 @@ from prorl_gym.resources.protocol import (
     SnapshotResponse,
     ToolsResponse,
 )
-from prorl_gym.resources.sessions import SandboxSessions, UnknownSessionError
-from prorl_gym.resources.shared_init import SharedInit, default_init_key
-from prorl_gym.resources.snapshots import SnapshotStore, UnknownSnapshotError
-from prorl_gym.resources.tools import TOOLS, Tool, ToolResult
-from prorl_gym.sandbox import Sandbox, SandboxError, SandboxLostError, SandboxSpec
-from prorl_gym.supervise import supervised
-from prorl_gym.verify.pool import VerifierCrashed, VerifierError, VerifierPool, VerifierTimeout
-from prorl_gym.verify.transcript import count_tool_calls
 
 log = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from prorl_gym.sandbox.errors import (
     SandboxUnresponsiveError,
 )
 from prorl_gym.sandbox.sandbox import Sandbox, create_sandbox
-from prorl_gym.sandbox.spec import Bind, Limits, SandboxSpec
+from prorl_gym.sandbox.spec import Bind, ResourceLimits, SandboxSpec
 
 __all__ = [
     "Bind",
-    "Limits",
+    "ResourceLimits",
     "EditError",
     "PythonResult",
     "Sandbox",

@@ -4,18 +4,18 @@
 
 CPU time gets a hard limit a few seconds above the soft one: at the soft limit the process
 receives SIGXCPU (exit 152, a clear "CPU time limit"), and only one that ignores it is
-SIGKILLed at the hard limit. Equal limits would SIGKILL at once. Limits are per process
+SIGKILLed at the hard limit. Equal limits would SIGKILL at once. ResourceLimits are per process
 and cumulative over its life (a persistent shell or kernel accumulates CPU across calls).
 """
 
 from __future__ import annotations
 
-from prorl_gym.sandbox.spec import Limits
+from prorl_gym.sandbox.spec import ResourceLimits
 
 CPU_HARD_GRACE_S = 5
 
 
-def rlimits(limits: Limits) -> dict[str, int | list[int]]:
+def rlimits(limits: ResourceLimits) -> dict[str, int | list[int]]:
     """prlimit's names -> value, or [soft, hard] where they differ."""
     values: dict[str, int | list[int]] = {
         name: value
@@ -32,12 +32,12 @@ def rlimits(limits: Limits) -> dict[str, int | list[int]]:
     return values
 
 
-def prlimit_prefix(limits: Limits) -> list[str]:
+def prlimit_prefix(limits: ResourceLimits) -> list[str]:
     flags = [f"--{name}={':'.join(map(str, v)) if isinstance(v, list) else v}" for name, v in rlimits(limits).items()]
     return ["prlimit", *flags, "--"] if flags else []
 
 
-def ulimit_command(limits: Limits) -> str:
+def ulimit_command(limits: ResourceLimits) -> str:
     """The same limits as a bash builtin; hard limits too, so the agent cannot raise them."""
     values = {
         "v": limits.memory_bytes and limits.memory_bytes // 1024,

@@ -7,12 +7,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from prorl_gym.paths import REPO_ROOT
+
 GiB = 1 << 30
 
 
@@ -32,7 +32,7 @@ def default_python() -> str:
 SANDBOX_ENV = {"LANG": "C.UTF-8", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", "PYTHONUNBUFFERED": "1"}
 
 
-class Limits(BaseModel):
+class ResourceLimits(BaseModel):
     """Enforced per sandbox with rlimits (rootless, portable) and tmpfs sizes.
 
     A hit gives a clear result: CPU time -> SIGXCPU, file size -> SIGXFSZ ("File too
@@ -97,7 +97,7 @@ class SandboxSpec(BaseModel):
     # Python packages (import or distribution names) whose copies in the sandbox's view of the system are
     # hidden behind empty placeholders: a SWE task's package must be readable only in its repository.
     hidden_packages: list[str] = Field(default_factory=list)
-    limits: Limits = Field(default_factory=Limits)
+    limits: ResourceLimits = Field(default_factory=ResourceLimits)
     lease_ttl_s: float | None = 6 * 3600  # a sandbox older than this is a leak: the reaper ends it
     output_limit_bytes: int = 16 * 1024
     command_timeout_s: float = 30.0

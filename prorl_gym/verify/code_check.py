@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from prorl_gym.sandbox import SandboxError, SandboxFileError, SandboxSpec, create_sandbox
-from prorl_gym.sandbox.spec import Limits
+from prorl_gym.sandbox.spec import ResourceLimits
 from prorl_gym.verify.code_harness import FILES, HARNESS_DIR
 from prorl_gym.verify.pool import VerifierError
 
@@ -123,7 +123,7 @@ def eval_sandbox_spec(base: SandboxSpec, limits: CodeLimits) -> SandboxSpec:
     return base.model_copy(
         update={
             "network": False,
-            "limits": Limits(
+            "limits": ResourceLimits(
                 cpu_time_s=int(limits.total_timeout_s + SANDBOX_GRACE_S),
                 memory_bytes=memory + 512 * MiB,  # the runner holds the tests: a little above a solution's
                 processes=limits.processes,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shlex
 
-from responses_api_models.scripted_policy.scripts import Step, call
+from prorl_gym.scripted import Step, call
 
 WRONG_STDIO = "import sys\n\nprint(len(sys.stdin.read().split()))\n"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from prorl_gym.resources.tools import tools_sentence
+from prorl_gym.environments import tools_sentence
 
 
 @cache

@@ -11,7 +11,7 @@ the right answer.
 
 from __future__ import annotations
 
-from responses_api_models.scripted_policy.scripts import Step, call, wrong_answer
+from prorl_gym.scripted import Step, call, wrong_answer
 
 
 def script(row: dict, mode: str, tool_calls: int = 1) -> list[Step]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from responses_api_models.scripted_policy.scripts import Step, call
+from prorl_gym.scripted import Step, call
 
 
 def gold_answer(spec: dict[str, Any]) -> str:

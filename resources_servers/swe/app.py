@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
+from prorl_gym.paths import REPO_ROOT
 from prorl_gym.resources.server import (
     SandboxResourcesServer,
     SandboxResourcesServerConfig,
@@ -37,8 +38,6 @@ from resources_servers.swe.repos import (
     stage_repo,
     task_spec,
 )
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class SweResourcesServerConfig(SandboxResourcesServerConfig):

@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from prorl_gym.errors import ProrlError
+from prorl_gym.paths import REPO_ROOT
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec
-from prorl_gym.sandbox.spec import REPO_ROOT, Bind
+from prorl_gym.sandbox.spec import Bind
 
 ENV_MOUNT = "/task/env"  # the task's test environment inside sandboxes, read-only (site-packages/ on PYTHONPATH)
 # Distributions of the test runner itself: a test environment never brings its own (the

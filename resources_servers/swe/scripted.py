@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 
-from responses_api_models.scripted_policy.scripts import Step, call
+from prorl_gym.scripted import Step, call
 
 
 def _pytest(row: dict) -> str:

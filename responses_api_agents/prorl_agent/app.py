@@ -1,9 +1,9 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""ProRL agent: one rollout = INIT -> RUN -> EVAL, each stage in its own worker pool (pipeline.py).
+"""ProRL agent: one rollout = INIT -> RUN -> EVAL, each stage in its own worker pool (rollout.py).
 
 `/run` (what ng_collect_rollouts and the NeMo RL trainer call) returns a RolloutRecord
-(prorl_gym/pipeline/records.py): the verify response plus the rollout's own fields:
+(prorl_gym/wire/records.py): the verify response plus the rollout's own fields:
 `failure` ({stage, type, message} or null), `stop_reason`, per-stage `timings`, turn and
 tool-call counts, `host`, `attempts` (infrastructure failures run the rollout again), and
 whether the token ids obey NeMo RL's contiguity rule. A failed rollout also carries `_ng_failure_class`, so ng_collect_rollouts writes it
@@ -27,22 +27,22 @@ from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNo
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from prorl_gym.asgi import PlainASGIMiddleware
-from prorl_gym.client import Batch, CancelResult, JobLimits, StopAfter, SubmitRequest
 from prorl_gym.lifespan import run_with_app
-from prorl_gym.pipeline.failures import Failure, FailureType, Stage
+from prorl_gym.pipeline.aggregate import rollout_metrics
 from prorl_gym.pipeline.jobs import JobError, JobManager
 from prorl_gym.pipeline.journal import Journal, JournalConfig
-from prorl_gym.pipeline.metrics import rollout_metrics
 from prorl_gym.pipeline.peers import PeerClient
-from prorl_gym.pipeline.records import RolloutRecord, failed_record
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.supervise import supervised
-from responses_api_agents.prorl_agent.loop import Limits
-from responses_api_agents.prorl_agent.metrics import AgentMetrics
-from responses_api_agents.prorl_agent.pipeline import (
+from prorl_gym.wire.failures import Failure, FailureType, Stage
+from prorl_gym.wire.jobs import Batch, CancelResult, JobLimits, StopAfter, SubmitRequest
+from prorl_gym.wire.records import RolloutRecord, failed_record
+from responses_api_agents.prorl_agent.loop import LoopLimits
+from responses_api_agents.prorl_agent.prometheus import AgentMetrics
+from responses_api_agents.prorl_agent.rollout import (
     Peers,
-    Pipeline,
     RetryPolicy,
+    RolloutPipeline,
     RunRequest,
     SnapshotMode,
     transcript,
@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
     resources_server: ResourcesServerRef
     model_server: ModelServerRef
-    limits: Limits = Field(default_factory=Limits)
+    limits: LoopLimits = Field(default_factory=LoopLimits)
     max_init_workers: int = 16
     max_run_workers: int = 64
     max_eval_workers: int = 16
@@ -85,7 +85,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
     config: ProRLAgentConfig
     _pools: dict[Stage, StagePool] = PrivateAttr()
     _peers: PeerClient = PrivateAttr()
-    _pipeline: Pipeline = PrivateAttr()
+    _pipeline: RolloutPipeline = PrivateAttr()
     _jobs: JobManager = PrivateAttr()
     _metrics: AgentMetrics = PrivateAttr()
     _runs: set[asyncio.Future] = PrivateAttr(default_factory=set)  # /run rollouts in flight
@@ -102,7 +102,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
         self._pools = {stage: StagePool(stage, workers[stage], timeouts[stage]) for stage in Stage}
         self._peers = PeerClient(self.server_client)
         peers = Peers(self._peers, c.resources_server.name, c.model_server.name)
-        self._pipeline = Pipeline(
+        self._pipeline = RolloutPipeline(
             peers, self._pools, c.limits, c.retry, c.release_timeout_s, coupled, snapshots=c.snapshots
         )
         self._jobs = JobManager(

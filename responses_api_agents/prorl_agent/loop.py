@@ -22,7 +22,7 @@ from nemo_gym.openai_utils import NeMoGymFunctionCallOutput, NeMoGymResponse
 from nemo_gym.server_utils import ServerClient
 from pydantic import BaseModel, ValidationError
 
-from prorl_gym.pipeline.failures import FailureType, RolloutFailure, Stage
+from prorl_gym.wire.failures import FailureType, RolloutFailure, Stage
 
 # Tool route answers that mean the session's sandbox is gone: 409 unknown session (its server
 # restarted, or the sandbox expired), 503 the sandbox itself failed.
@@ -42,7 +42,7 @@ def _detail(payload: bytes) -> str:
         return payload[:1000].decode(errors="replace")
 
 
-class Limits(BaseModel):
+class LoopLimits(BaseModel):
     max_turns: int = 20  # policy calls
     max_output_tokens: int | None = None  # summed over all turns
     max_run_time_s: float | None = None  # checked between steps; the rollout ends gracefully
@@ -76,7 +76,7 @@ class AgentLoop:
     model_server: str
     resources_server: str
     params: BaseModel  # NeMoGymResponseCreateParamsNonStreaming, tools included
-    limits: Limits
+    limits: LoopLimits
     resources_cookies: dict[str, str]
     finish_tools: frozenset[str] = frozenset()
     outputs: list = field(default_factory=list)

@@ -37,7 +37,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prorl_gym.asgi import PlainASGIMiddleware
 from prorl_gym.lifespan import run_with_app
-from prorl_gym.metrics import ServerMetrics
+from prorl_gym.prometheus import ServerMetrics
 from prorl_gym.supervise import supervised
 from responses_api_models.balanced_vllm_model.balancer import Unavailable, normalize_url
 from responses_api_models.balanced_vllm_model.client import TokenIdsUnavailable

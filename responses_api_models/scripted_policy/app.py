@@ -26,9 +26,10 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from prorl_gym.scripted import MODES, Step
 from responses_api_models.scripted_policy.chat_template import decode, encode, render, render_assistant
 from responses_api_models.scripted_policy.real_tokens import RealTokens, drift_cases
-from responses_api_models.scripted_policy.scripts import MODES, Step, build_script
+from responses_api_models.scripted_policy.scripts import build_script
 
 log = logging.getLogger(__name__)
 

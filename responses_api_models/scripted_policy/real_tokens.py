@@ -33,10 +33,10 @@ import json
 import re
 import uuid
 
+from prorl_gym.scripted import Step
 from prorl_gym.tokens.parsers import parse
 from prorl_gym.tokens.template import normalized, text_of
 from prorl_gym.tokens.tokenizer import LocalTokenizer
-from responses_api_models.scripted_policy.scripts import Step
 
 DRIFT_CASES = (
     "think_newlines",

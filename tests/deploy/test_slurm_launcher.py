@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from prorl_gym.environments import REPO_ROOT, environment
+from prorl_gym.environments import environment
+from prorl_gym.paths import REPO_ROOT
 from prorl_gym.sandbox.backends.local import processes_naming
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.sandbox.ray.local_cluster import NODE_IP

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.evaluation.report import REWARD_PNG, SECTIONS, TIMING_PNG
-from prorl_gym.stack import REPO_ROOT
+from prorl_gym.paths import REPO_ROOT
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ import urllib.request
 import pytest
 
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.stack import REPO_ROOT, free_port, stop_session
+from prorl_gym.paths import REPO_ROOT
+from prorl_gym.stack import free_port, stop_session
 
 EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 

@@ -15,7 +15,7 @@ from prorl_gym.evaluation import splits
 from prorl_gym.evaluation.__main__ import main
 from prorl_gym.evaluation.report import REWARD_PNG, SECTIONS, TIMING_PNG, build_report
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.stack import REPO_ROOT
+from prorl_gym.paths import REPO_ROOT
 
 ENVS = ("math", "code", "stem", "swe")
 # A field of each environment's verifier or rows that the environment-specific section must show.

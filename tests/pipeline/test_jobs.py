@@ -13,10 +13,10 @@ import json
 
 import pytest
 
-from prorl_gym.client import JobLimits, SubmitRequest
 from prorl_gym.pipeline.jobs import JobError, JobManager
 from prorl_gym.pipeline.journal import Journal, JournalInUse
-from prorl_gym.pipeline.records import RolloutRecord
+from prorl_gym.wire.jobs import JobLimits, SubmitRequest
+from prorl_gym.wire.records import RolloutRecord
 
 
 def row(i: int) -> dict:

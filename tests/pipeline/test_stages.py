@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from prorl_gym.pipeline.failures import FailureType, RolloutFailure, Stage
 from prorl_gym.pipeline.stages import StagePool
+from prorl_gym.wire.failures import FailureType, RolloutFailure, Stage
 
 
 async def test_pool_bounds_concurrency_and_records_timings():

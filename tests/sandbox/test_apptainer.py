@@ -46,7 +46,7 @@ from prorl_gym.sandbox.backends.apptainer_cli import (
 )
 from prorl_gym.sandbox.leases import read_leases, reap_stale
 from prorl_gym.sandbox.owner import owner_id
-from prorl_gym.sandbox.spec import Bind, Limits
+from prorl_gym.sandbox.spec import Bind, ResourceLimits
 
 PRIVATE = Path("/tmp/prorl-1000/abc123")
 NAME = "prorl-node1-42-777-abc123"
@@ -197,13 +197,15 @@ def test_singularity_binary_is_honoured_everywhere(venv):
 
 
 def test_limits_are_set_inside_by_the_joined_process():
-    assert limits_prefix(Limits()) == [
+    assert limits_prefix(ResourceLimits()) == [
         "bash",
         "-c",
         'ulimit -HS -v 8388608 -u 512 -f 1048576 -n 4096 && ulimit -S -t 600 && ulimit -H -t 605 && exec "$@"',
         "prorl-limits",
     ]
-    unlimited = Limits(cpu_time_s=None, memory_bytes=None, processes=None, file_size_bytes=None, open_files=None)
+    unlimited = ResourceLimits(
+        cpu_time_s=None, memory_bytes=None, processes=None, file_size_bytes=None, open_files=None
+    )
     assert limits_prefix(unlimited) == []
 
 
@@ -340,7 +342,7 @@ def fake_spec(fake: Fake, root: str, tmp_path: Path, **kw) -> SandboxSpec:
         root_dir=root,
         workspace=str(workspace),
         backend=ApptainerOptions(**options),
-        limits=Limits(processes=None),
+        limits=ResourceLimits(processes=None),
         command_timeout_s=10,
         python_timeout_s=20,
     )
@@ -403,7 +405,7 @@ async def test_nproc_is_set_only_where_it_counts_per_sandbox(
 ):
     fake.site(install=install, kernel=kernel)
     monkeypatch.setattr(apptainer, "kernel_release", lambda: kernel)
-    spec = fake_spec(fake, sandbox_root, tmp_path, limits=Limits(processes=64))
+    spec = fake_spec(fake, sandbox_root, tmp_path, limits=ResourceLimits(processes=64))
     with caplog.at_level(logging.WARNING):
         async with await create_sandbox(spec) as sandbox:
             assert (sandbox.placement.limits.processes == 64) is enforced
@@ -418,7 +420,7 @@ async def test_enforcing_nproc_where_it_counts_every_task_of_the_user_fails_the_
     """What the fake models (and a setuid or EL8 site does): the sandbox cannot fork, so its
     shell (started on first use) cannot start: a typed start error, and nothing left behind."""
     fake.site(install="setuid")
-    spec = fake_spec(fake, sandbox_root, tmp_path, limits=Limits(processes=64), options={"nproc": "enforce"})
+    spec = fake_spec(fake, sandbox_root, tmp_path, limits=ResourceLimits(processes=64), options={"nproc": "enforce"})
     async with await create_sandbox(spec) as sandbox:
         with pytest.raises(SandboxStartError):
             await sandbox.bash("true")

@@ -31,7 +31,7 @@ from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.backends.apptainer import ApptainerOptions, config_dir_of
 from prorl_gym.sandbox.backends.apptainer_cli import instance_name
 from prorl_gym.sandbox.backends.local import processes_naming
-from prorl_gym.sandbox.spec import Limits
+from prorl_gym.sandbox.spec import ResourceLimits
 
 IMAGE = os.environ.get("PRORL_APPTAINER_TEST_IMAGE")
 SWE_ROW = os.environ.get("PRORL_APPTAINER_SWE_ROW")
@@ -41,7 +41,7 @@ pytestmark = pytest.mark.skipif(
     shutil.which(BINARY) is None or not IMAGE,
     reason="needs Apptainer on PATH and PRORL_APPTAINER_TEST_IMAGE=<sif or docker:// URI> (an HPC node)",
 )
-LIMITS = Limits(processes=128, memory_bytes=1024 * MiB, file_size_bytes=16 * MiB, cpu_time_s=60)
+LIMITS = ResourceLimits(processes=128, memory_bytes=1024 * MiB, file_size_bytes=16 * MiB, cpu_time_s=60)
 
 
 @pytest.fixture
@@ -147,7 +147,7 @@ async def test_swe_image_rollout(root):
     from resources_servers.swe.repos import stage_repo, task_spec
 
     row = json.loads(Path(SWE_ROW).read_text().splitlines()[0])
-    base = spec(root, image=None, limits=Limits())
+    base = spec(root, image=None, limits=ResourceLimits())
     agent_spec = task_spec(base, row, None)
     async with await create_sandbox(agent_spec) as sb:  # INIT, then the agent's edits
         repo = await stage_repo(sb, row)

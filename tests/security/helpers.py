@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 from prorl_gym.sandbox import Sandbox, SandboxSpec
-from prorl_gym.sandbox.spec import Limits
+from prorl_gym.sandbox.spec import ResourceLimits
 
 MiB = 1 << 20
 # Small limits keep the exhaustion tests fast and cheap. memory_bytes is an address-space
 # limit per process: the IPython kernel alone reserves ~520-720 MiB of address space at
 # start-up (11 threads, glibc arenas), so 512 MiB makes kernel start-up fail intermittently.
-LIMITS = Limits(
+LIMITS = ResourceLimits(
     processes=64,
     memory_bytes=1024 * MiB,
     file_size_bytes=16 * MiB,

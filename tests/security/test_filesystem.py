@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from prorl_gym.paths import REPO_ROOT
 from prorl_gym.sandbox import SandboxFileNotFound
-from prorl_gym.sandbox.spec import REPO_ROOT
 from tests.security.helpers import FIND_RUN_DIR, _assert_usable, _procs, _sha
 
 

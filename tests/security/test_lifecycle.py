@@ -17,8 +17,8 @@ import shutil
 import signal
 import sys
 
+from prorl_gym.paths import REPO_ROOT
 from prorl_gym.sandbox import SandboxSpec, SandboxStartError, create_sandbox
-from prorl_gym.sandbox.spec import REPO_ROOT
 from tests.security.helpers import (
     LIMITS,
     _alive,
@@ -110,14 +110,14 @@ async def test_failed_start_leaves_no_sandbox_running(module_root):
 SUBREAPER_SERVER = r"""
 import asyncio, ctypes, json, os, signal, sys, time
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
-from prorl_gym.sandbox.spec import Limits
+from prorl_gym.sandbox.spec import ResourceLimits
 
 # Like a server that is PID 1 of its container (or runs under a subreaper) and does not
 # reap processes it did not start: orphans are re-parented to it and stay zombies.
 assert ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
 
 async def main(root):
-    sb = await create_sandbox(SandboxSpec(root_dir=root, limits=Limits.model_validate_json(sys.argv[2])))
+    sb = await create_sandbox(SandboxSpec(root_dir=root, limits=ResourceLimits.model_validate_json(sys.argv[2])))
     await sb.python("1")
     await sb.write_file("x.txt", "x")  # starts the file shell
     await sb.bash("sleep 1000 &")

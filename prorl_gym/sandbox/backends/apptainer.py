@@ -64,7 +64,7 @@ from prorl_gym.sandbox.backends.apptainer_cli import (
 )
 from prorl_gym.sandbox.backends.base import private_dir_of
 from prorl_gym.sandbox.limits import ulimit_command
-from prorl_gym.sandbox.spec import SANDBOX_ENV, BackendOptions, Limits, SandboxSpec
+from prorl_gym.sandbox.spec import SANDBOX_ENV, BackendOptions, ResourceLimits, SandboxSpec
 
 if TYPE_CHECKING:
     from prorl_gym.sandbox.leases import Lease
@@ -132,7 +132,7 @@ def _warn_once(key: str, message: str, *args) -> None:
         log.warning(message, *args)
 
 
-def effective_limits(spec: SandboxSpec, userns: bool | None) -> Limits:
+def effective_limits(spec: SandboxSpec, userns: bool | None) -> ResourceLimits:
     mode, limits = spec.backend.nproc, spec.limits
     if limits.processes is None or mode == "enforce":
         return limits

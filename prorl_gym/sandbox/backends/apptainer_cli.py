@@ -34,7 +34,7 @@ from prorl_gym.sandbox.backends.bwrap import python_dirs
 from prorl_gym.sandbox.errors import SandboxStartError
 from prorl_gym.sandbox.limits import ulimit_command
 from prorl_gym.sandbox.owner import owner_id
-from prorl_gym.sandbox.spec import Limits, SandboxSpec
+from prorl_gym.sandbox.spec import ResourceLimits, SandboxSpec
 
 MAX_NAME = 96
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")  # Apptainer's instance names: ^[a-zA-Z0-9._-]+$ (so no glob either)
@@ -205,7 +205,7 @@ def join_argv(
     return head + pairs + exec_prefix(spec, name, env_file, binary)
 
 
-def limits_prefix(limits: Limits) -> list[str]:
+def limits_prefix(limits: ResourceLimits) -> list[str]:
     """The rlimits, set inside. Not prlimit before `apptainer exec`: there RLIMIT_NPROC would
     count every task of the user on the node (each exec is a multi-threaded Go process)."""
     ulimit = ulimit_command(limits)

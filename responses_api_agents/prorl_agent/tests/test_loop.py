@@ -5,8 +5,8 @@ import asyncio
 import pytest
 from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
 
-from prorl_gym.pipeline.failures import FailureType, RolloutFailure
-from responses_api_agents.prorl_agent.loop import AgentLoop, Limits
+from prorl_gym.wire.failures import FailureType, RolloutFailure
+from responses_api_agents.prorl_agent.loop import AgentLoop, LoopLimits
 from responses_api_agents.prorl_agent.tests.fakes import TOOLS, FakeClient, FakeResponse, model_turns, resources
 
 
@@ -17,7 +17,7 @@ def make_loop(client, **limits):
         model_server="model",
         resources_server="env",
         params=params,
-        limits=Limits(**limits),
+        limits=LoopLimits(**limits),
         resources_cookies={"env_session": "e1"},
     )
 

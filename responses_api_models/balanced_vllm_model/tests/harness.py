@@ -25,7 +25,8 @@ from typing import Any
 import aiohttp
 import uvicorn
 
-from prorl_gym.stack import REPO_ROOT, free_port, stop_session
+from prorl_gym.paths import REPO_ROOT
+from prorl_gym.stack import free_port, stop_session
 from prorl_gym.testing import build_server
 from responses_api_models.balanced_vllm_model.app import ENDPOINT_HEADER, BalancedVLLMModel
 

@@ -5,10 +5,10 @@ attempts by outcome, the job service's load and journal size."""
 
 from __future__ import annotations
 
-from prorl_gym.metrics import ServerMetrics
-from prorl_gym.pipeline.failures import Stage
 from prorl_gym.pipeline.jobs import JobManager
-from prorl_gym.pipeline.records import RolloutRecord
+from prorl_gym.prometheus import ServerMetrics
+from prorl_gym.wire.failures import Stage
+from prorl_gym.wire.records import RolloutRecord
 
 
 def outcome(record: RolloutRecord) -> str:
@@ -34,7 +34,7 @@ class AgentMetrics(ServerMetrics):
         journal.set_function(jobs.journal.size_on_disk)
 
     def attempt(self, record: RolloutRecord) -> None:
-        """One run of the pipeline (the Pipeline's on_attempt hook)."""
+        """One run of the pipeline (the RolloutPipeline's on_attempt hook)."""
         self.attempts.labels(outcome(record)).inc()
         for stage in Stage:
             if (seconds := record.timings.get(f"{stage}_s")) is not None:

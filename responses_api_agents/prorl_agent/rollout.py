@@ -31,8 +31,10 @@ from nemo_gym.base_resources_server import BaseRunRequest
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from prorl_gym.pipeline.failures import Failure, FailureType, RolloutFailure, Stage
-from prorl_gym.pipeline.records import (
+from prorl_gym.pipeline.stages import StagePool
+from prorl_gym.pipeline.tokens import token_ids_contiguous
+from prorl_gym.wire.failures import Failure, FailureType, RolloutFailure, Stage
+from prorl_gym.wire.records import (
     BRANCH_KEY,
     NG_FAILURE_CLASS_KEY,
     SNAPSHOTS_KEY,
@@ -40,10 +42,8 @@ from prorl_gym.pipeline.records import (
     RolloutRecord,
     TurnSnapshot,
 )
-from prorl_gym.pipeline.stages import StagePool
-from prorl_gym.pipeline.tokens import token_ids_contiguous
-from prorl_gym.resources.protocol import SANDBOX_LOST_ERROR, SNAPSHOT_KEY, ToolsResponse
-from responses_api_agents.prorl_agent.loop import AgentLoop, Limits
+from prorl_gym.wire.resources import SANDBOX_LOST_ERROR, SNAPSHOT_KEY, ToolsResponse
+from responses_api_agents.prorl_agent.loop import AgentLoop, LoopLimits
 
 log = logging.getLogger(__name__)
 
@@ -100,12 +100,12 @@ class _Attempt:
     snapshots: list[TurnSnapshot] = field(default_factory=list)
 
 
-class Pipeline:
+class RolloutPipeline:
     def __init__(
         self,
         peers: Peers,
         pools: dict[Stage, StagePool],
-        limits: Limits,
+        limits: LoopLimits,
         retry: RetryPolicy,
         release_timeout_s: float,
         coupled: asyncio.Semaphore | None = None,

@@ -15,8 +15,22 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from prorl_gym.pipeline.failures import Failure
+from prorl_gym.wire.failures import Failure
 
+# A record's `timings`, in the order reports list them: each stage's queue wait and its time, the
+# whole rollout, then RUN's split into policy calls and tool calls (tool_exec_s: inside the sandbox).
+TIMING_KEYS = (
+    "init_queue_s",
+    "init_s",
+    "run_queue_s",
+    "run_s",
+    "eval_queue_s",
+    "eval_s",
+    "total_s",
+    "policy_s",
+    "tools_s",
+    "tool_exec_s",
+)
 NG_FAILURE_CLASS_KEY = "_ng_failure_class"  # read by ng_collect_rollouts
 # Row keys of ours (set by the job API, or by a caller of /run): take snapshots, branch from one.
 SNAPSHOTS_KEY = "prorl_snapshots"  # "every_turn" | "none" (default: the agent's config)
