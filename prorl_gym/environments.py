@@ -25,6 +25,7 @@ import yaml
 from prorl_gym.errors import ProrlError
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.resources.tools import TOOLS, Tool, describe_tools
+from prorl_gym.wire.records import ReportFields
 
 BASE_CONFIG = "configs/base.yaml"
 POLICY_CONFIG = "responses_api_models/balanced_vllm_model/configs/balanced_vllm_model.yaml"
@@ -70,6 +71,11 @@ class Environment:
     def agent_key(self) -> str:
         """Where its agent's config lives, for overrides: +<agent_key>.limits.max_turns=..."""
         return f"{self.agent}.responses_api_agents.{next(iter(self.config[self.agent]['responses_api_agents']))}"
+
+    @property
+    def report(self) -> ReportFields:
+        """The record fields of its own the evaluation report summarises (`report:` in its config)."""
+        return ReportFields.model_validate(self.server_config.get("report") or {})
 
     @property
     def tools(self) -> list[str]:

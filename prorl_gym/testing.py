@@ -14,6 +14,7 @@ from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.server_utils import ServerClient
 from omegaconf import OmegaConf
 
+from prorl_gym.environments import environment
 from prorl_gym.supervise import CHILD_VAR
 
 # Run in a sandbox's agent shell: every other bash of the sandbox (the harness's file shell) stops,
@@ -32,8 +33,12 @@ def offline_server_client() -> ServerClient:
 
 
 def build_server(server_cls: type, name: str, server_client: ServerClient | None = None, **config: Any):
-    """Instantiate a NeMo Gym server class from keyword config, as ng_run would from YAML."""
+    """Instantiate a NeMo Gym server class from keyword config, as ng_run would from YAML. An
+    environment's server gets the tools its config lists (the one list) unless given others."""
     config_cls = server_cls.model_fields["config"].annotation
+    module = server_cls.__module__.split(".")
+    if "tools" in config_cls.model_fields and "tools" not in config and module[0] == "resources_servers":
+        config["tools"] = environment(module[1]).tools
     base = {"host": "127.0.0.1", "port": 0, "entrypoint": "app.py", "name": name}
     return server_cls(config=config_cls(**(base | config)), server_client=server_client or offline_server_client())
 

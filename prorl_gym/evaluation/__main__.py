@@ -25,13 +25,14 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from prorl_gym.environments import discover
+from prorl_gym.environments import discover, environment
 from prorl_gym.evaluation.report import build_report
 from prorl_gym.evaluation.run import SCRIPTED_MODES, Policy, run
 from prorl_gym.evaluation.splits import SplitError, prepared
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import StackError, collected_records, failures_path, run_cli
+from prorl_gym.wire.records import ReportFields
 
 
 def raw_files(output: Path) -> list[Path]:
@@ -94,6 +95,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def report_fields(env: str | None) -> ReportFields:
+    """The environment's own fields for the report; records of no named environment: every one's."""
+    fields = ReportFields()
+    for found in [environment(env)] if env else discover():
+        fields = fields.merged(found.report)
+    return fields
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = datetime.now()
@@ -110,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
             "started": f"{started:%Y-%m-%d %H:%M:%S}",
             "command": command,
         }
-        build_report(records, out, meta, repeats=args.repeats, threshold=args.pass_threshold)
+        build_report(
+            records, out, meta, repeats=args.repeats, threshold=args.pass_threshold, fields=report_fields(args.env)
+        )
         print(f"report: {out / 'report.md'}")
         return 0
 
@@ -153,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         "raw_files": [f.name for f in files],
     }
     records = collected_records(output)
-    metrics = build_report(records, out, meta, repeats=repeats, threshold=args.pass_threshold)
+    metrics = build_report(
+        records, out, meta, repeats=repeats, threshold=args.pass_threshold, fields=report_fields(args.env)
+    )
     pass_at = "  ".join(f"pass@{k} {v:.3f}" for k, v in metrics["pass_at_k"].items())
     mean = metrics["reward"]["mean_all"]
     print(

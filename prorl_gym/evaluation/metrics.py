@@ -16,35 +16,8 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from prorl_gym.pipeline.aggregate import percentile
-from prorl_gym.wire.records import TIMING_KEYS
+from prorl_gym.wire.records import TIMING_KEYS, ReportFields
 
-# Verifier fields some environments add (code, swe, ...): summarised over valid rollouts when present.
-NUMERIC_EXTRAS = (
-    "pass_fraction",
-    "tests_passed",
-    "tests_failed",
-    "tests_total",
-    "solution_chars",
-    "test_seconds",
-    "patch_bytes",
-    "fail_to_pass_passed",
-    "fail_to_pass_total",
-    "pass_to_pass_passed",
-    "pass_to_pass_total",
-    "eval_seconds",
-)
-BOOLEAN_EXTRAS = ("resolved", "patch_applied", "tests_timed_out")
-# Row or verifier fields worth a reward breakdown (math generator, stem subject, code source, swe repo, ...).
-CATEGORICAL_EXTRAS = (
-    "generator",
-    "subject",
-    "answer_kind",
-    "data_source",
-    "repo",
-    "answer_problem",
-    "reason",
-    "apply_method",
-)
 MAX_CATEGORIES = 20
 
 
@@ -161,26 +134,25 @@ def tool_stats(valid: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def extras(valid: list[dict[str, Any]]) -> dict[str, Any]:
+def extras(valid: list[dict[str, Any]], fields: ReportFields) -> dict[str, Any]:
+    """The environment's own fields (its config's `report:`), summarised over valid rollouts."""
     numeric = {}
-    for key in NUMERIC_EXTRAS:
+    for key in fields.numeric:
         values = [
             float(r[key]) for r in valid if isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool)
         ]
         if values:
             numeric[key] = summary(values)
     boolean = {}
-    for key in BOOLEAN_EXTRAS:
+    for key in fields.boolean:
         values = [r[key] for r in valid if isinstance(r.get(key), bool)]
         if values:
             boolean[key] = {"n": len(values), "fraction": sum(values) / len(values)}
-    if any("extracted_answer" in r for r in valid):  # math, stem: did the answer parse at all?
-        boolean["extracted_answer"] = {
-            "n": len(valid),
-            "fraction": sum(1 for r in valid if r.get("extracted_answer")) / len(valid),
-        }
+    for key in fields.present:
+        if any(key in r for r in valid):
+            boolean[key] = {"n": len(valid), "fraction": sum(1 for r in valid if r.get(key)) / len(valid)}
     categorical = {}
-    for key in CATEGORICAL_EXTRAS:
+    for key in fields.categorical:
         groups: dict[str, list[float]] = defaultdict(list)
         for r in valid:
             if r.get(key) is not None and not isinstance(r.get(key), (dict, list)):
@@ -191,8 +163,14 @@ def extras(valid: list[dict[str, Any]]) -> dict[str, Any]:
     return {"numeric": numeric, "boolean": boolean, "categorical": categorical}
 
 
-def evaluate(records: list[dict[str, Any]], repeats: int | None = None, threshold: float = 1.0) -> dict[str, Any]:
-    """Everything the report shows. `repeats`: rollouts asked per task (missing ones count as not passing)."""
+def evaluate(
+    records: list[dict[str, Any]],
+    repeats: int | None = None,
+    threshold: float = 1.0,
+    fields: ReportFields | None = None,
+) -> dict[str, Any]:
+    """Everything the report shows. `repeats`: rollouts asked per task (missing ones count as not passing);
+    `fields`: the environment's own fields to summarise (its config's `report:`)."""
     records = dedupe(records)
     valid = [r for r in records if not r.get("failure")]
     failed = [r for r in records if r.get("failure")]
@@ -240,6 +218,6 @@ def evaluate(records: list[dict[str, Any]], repeats: int | None = None, threshol
         },
         # records that say they carry no token ids (an endpoint without them: evaluation only)
         "without_token_ids": sum(1 for r in valid if r.get("token_ids") is False),
-        "extras": extras(valid),
+        "extras": extras(valid, fields or ReportFields()),
         "tasks": tasks,
     }

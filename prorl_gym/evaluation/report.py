@@ -14,6 +14,7 @@ from typing import Any
 
 from prorl_gym.evaluation import plots
 from prorl_gym.evaluation.metrics import dedupe, evaluate
+from prorl_gym.wire.records import ReportFields
 
 REWARD_PNG = "reward_distribution.png"
 TIMING_PNG = "stage_timing.png"
@@ -209,12 +210,14 @@ def build_report(
     meta: dict[str, Any] | None = None,
     repeats: int | None = None,
     threshold: float = 1.0,
+    fields: ReportFields | None = None,
 ) -> dict[str, Any]:
-    """Write metrics.json, the PNGs and report.md into out_dir; returns the metrics."""
+    """Write metrics.json, the PNGs and report.md into out_dir; returns the metrics. `fields`: the
+    environment's own record fields to summarise (Environment.report)."""
     meta = dict(meta or {})
     out_dir.mkdir(parents=True, exist_ok=True)
     records = dedupe(records)
-    metrics = evaluate(records, repeats=repeats, threshold=threshold)
+    metrics = evaluate(records, repeats=repeats, threshold=threshold, fields=fields)
     plots.reward_distribution(records, metrics["tasks"], out_dir / REWARD_PNG, threshold)
     plots.stage_timing(records, out_dir / TIMING_PNG)
     (out_dir / "metrics.json").write_text(json.dumps({"meta": meta, **metrics}, indent=2, default=str) + "\n")

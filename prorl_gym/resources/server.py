@@ -43,6 +43,7 @@ from prorl_gym.supervise import supervised
 from prorl_gym.verify.pool import VerifierCrashed, VerifierError, VerifierPool, VerifierTimeout
 from prorl_gym.verify.transcript import count_tool_calls
 from prorl_gym.wire.failures import Failure, FailureType, Stage
+from prorl_gym.wire.records import ReportFields
 from prorl_gym.wire.resources import (
     SANDBOX_ERROR,
     SANDBOX_LOST_ERROR,
@@ -62,6 +63,7 @@ log = logging.getLogger(__name__)
 class SandboxResourcesServerConfig(BaseResourcesServerConfig):
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     tools: list[str] = Field(default_factory=lambda: ["bash"])  # the one list: schemas and prompts come from it
+    report: ReportFields = Field(default_factory=ReportFields)  # its record fields the evaluation report summarises
     session_idle_ttl_s: float = 3600.0
     warm_pool_size: int = 0  # sandboxes started ahead, so INIT is an acquire
     verifier_workers: int = 0  # 0: this environment does not use the verifier pool

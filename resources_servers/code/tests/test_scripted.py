@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from prorl_gym.verify.code_check import extract_code
+from resources_servers.code.check import extract_code
 from resources_servers.code.scripted import script, wrong_solution
 
 EXAMPLE = [json.loads(line) for line in (Path(__file__).resolve().parents[1] / "data" / "example.jsonl").open()]

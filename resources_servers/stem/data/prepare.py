@@ -35,7 +35,7 @@ import yaml
 
 from prorl_gym.jsonl import read_jsonl, write_jsonl
 from prorl_gym.verify.answers import extract_boxed
-from prorl_gym.verify.stem_check import AnswerSpecError, parse_quantity, parse_spec
+from resources_servers.stem.check import AnswerSpecError, parse_quantity, parse_spec
 from resources_servers.stem.prompts import build_row
 
 DATA = Path(__file__).resolve().parent

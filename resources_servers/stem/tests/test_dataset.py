@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.testing import transcript
-from prorl_gym.verify.stem_check import parse_spec
+from resources_servers.stem.check import parse_spec
 from resources_servers.stem.scripted import gold_answer, script, wrong_answer
 from resources_servers.stem.search import Bm25Backend
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from prorl_gym.verify.stem_check import check_answer, parse_spec
+from resources_servers.stem.check import check_answer, parse_spec
 from resources_servers.stem.scripted import script
 
 REPO = Path(__file__).resolve().parents[3]

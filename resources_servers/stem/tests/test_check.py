@@ -7,7 +7,7 @@ import pytest
 
 from prorl_gym.verify.math_check import check_math
 from prorl_gym.verify.pool import VerifierError
-from prorl_gym.verify.stem_check import AnswerSpecError, check_answer, extract_choice, parse_quantity, parse_spec
+from resources_servers.stem.check import AnswerSpecError, check_answer, extract_choice, parse_quantity, parse_spec
 from resources_servers.stem.symbolic import symbolic_answer, symbolic_gold
 
 G = parse_spec({"kind": "numeric", "value": 9.81, "unit": "m/s^2", "rel_tol": 0.02})

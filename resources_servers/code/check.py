@@ -4,7 +4,7 @@
 
 The tests never enter the agent's sandbox. At EVAL a new sandbox is created from the
 server's spec with small limits (no network, few processes, bounded memory, disk and
-time); the harness (prorl_gym/verify/code_harness, stdlib only) is copied in with the
+time); the harness (resources_servers/code/harness, stdlib only) is copied in with the
 solution and a spec holding the tests and a random nonce. The trusted runner deletes the
 spec before any solution code runs and prints one record, carrying the nonce, only after
 the last test. No record with the right nonce (the solution exited early, killed the
@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from prorl_gym.sandbox import SandboxError, SandboxFileError, SandboxSpec, create_sandbox
 from prorl_gym.sandbox.spec import ResourceLimits
-from prorl_gym.verify.code_harness import FILES, HARNESS_DIR
 from prorl_gym.verify.pool import VerifierError
+from resources_servers.code.harness import FILES, HARNESS_DIR
 
 MiB = 1 << 20
 MARKER = "PRORL-CODE-RESULT"

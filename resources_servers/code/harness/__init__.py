@@ -8,7 +8,7 @@ stdio.py       stdin/stdout cases; functional.py: function tests (trusted side)
 worker.py      untrusted side: hosts the solution for function tests, answers calls
 wire.py        the plain-data codec between the two
 
-The server copies these files into each fresh eval sandbox (see prorl_gym/verify/code_check.py).
+The server copies these files into each fresh eval sandbox (see resources_servers/code/check.py).
 """
 
 from pathlib import Path

@@ -12,9 +12,9 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from prorl_gym.sandbox import SandboxError, SandboxSpec
-from prorl_gym.verify.code_check import CodeLimits, CodeTests, extract_code, find_record, run_tests
-from prorl_gym.verify.code_harness.wire import Unsupported, decode, encode
 from prorl_gym.verify.pool import VerifierError
+from resources_servers.code.check import CodeLimits, CodeTests, extract_code, find_record, run_tests
+from resources_servers.code.harness.wire import Unsupported, decode, encode
 
 TESTS = TypeAdapter(CodeTests)
 FAST = CodeLimits(per_test_timeout_s=2, total_timeout_s=20)
