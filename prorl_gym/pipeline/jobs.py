@@ -12,17 +12,14 @@ serves every finished result again at the same offsets and runs the unfinished j
 interrupted, not finished: streams end without a record for them and they run again at the
 next start. Admission control refuses work (429/413) rather than growing without bound. The
 same caller-supplied job id with the same content is the same job, never a second run.
-Wire shapes: prorl_gym/client.py.
+Admission (what a submission must be): admission.py. Wire shapes: prorl_gym/wire/jobs.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import time
-import uuid
 from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,27 +27,19 @@ from typing import Any, Literal
 
 import orjson
 
-from prorl_gym.errors import ProrlError
+from prorl_gym.pipeline.admission import LISTED, Admission, JobError, admit, check_bounds
 from prorl_gym.pipeline.aggregate import percentile
 from prorl_gym.pipeline.branch import BranchError, branch_row
-from prorl_gym.pipeline.journal import Journal
+from prorl_gym.pipeline.journal import Journal, StreamOffset
 from prorl_gym.wire.failures import Failure, FailureType
-from prorl_gym.wire.jobs import Batch, BatchProgress, CancelResult, Job, JobLimits, Status, SubmitRequest, row_problem
-from prorl_gym.wire.records import SNAPSHOTS_KEY, TIMING_KEYS, JobStatus, RolloutRecord, failed_record
+from prorl_gym.wire.jobs import Batch, BatchProgress, CancelResult, Job, JobLimits, Status, SubmitRequest
+from prorl_gym.wire.records import TIMING_KEYS, JobStatus, RolloutRecord, failed_record
 
 log = logging.getLogger(__name__)
 Rollout = Callable[[dict], Awaitable[RolloutRecord]]
 # rows -> [{"index", "error"}] of those the environment's row model refuses (the agent asks its resources server)
 RowCheck = Callable[[list[dict]], Awaitable[list[dict]]]
 STREAM_CHUNK = 64  # records read from the journal at a time by a stream
-
-
-class JobError(ProrlError):
-    """A refused request: the HTTP status and the reason the caller is told."""
-
-    def __init__(self, status: int, detail: str, **extra: Any):
-        super().__init__(f"{status}: {detail}")
-        self.status, self.detail, self.extra = status, detail, extra
 
 
 @dataclass(eq=False)
@@ -81,15 +70,6 @@ class _Job:
     runs: int = 1  # > 1: started again after an agent restart
     snapshot_ids: list[str] = field(default_factory=list)  # its record's, released when it is forgotten
     started: float = field(default_factory=time.monotonic)
-
-
-def canonical(row: dict) -> str:
-    """The row's one serialisation: measured against the row bound, fingerprinted, journaled."""
-    return json.dumps(row, sort_keys=True, default=str)
-
-
-def fingerprint(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def stream_line(record_json: bytes | str, job_id: str, batch_id: str, status: str) -> str:
@@ -186,84 +166,66 @@ class JobManager:
 
     async def submit(self, request: SubmitRequest) -> Batch:
         """Accept a batch (journaled before this returns), or refuse all of it with a JobError."""
-        lim, rows, samples = self.limits, request.rows, request.samples_per_row
         if not self._open:
             raise JobError(503, "the job service is not running")
-        if request.environment is not None and self._environments and request.environment not in self._environments:
-            raise JobError(
-                400, f"unknown environment {request.environment!r}; this agent serves {list(self._environments)}"
-            )
-        if len(rows) > lim.max_batch_rows:
-            raise JobError(413, f"{len(rows)} rows exceed the limit of {lim.max_batch_rows} rows per batch")
-        if (n := len(rows) * samples) > lim.max_batch_jobs:
-            raise JobError(
-                413, f"{n} jobs (rows x samples_per_row) exceed the limit of {lim.max_batch_jobs} per batch"
-            )
+        check_bounds(request, self.limits, self._environments)
         if request.fork_from is not None:
-            if rows:
-                raise JobError(422, "a branch (fork_from) takes no rows: it continues the job's own")
-            rows, n = [await self._branch_row(request.fork_from.job_id, request.fork_from.turn)], samples
-        if n == 0:
-            raise JobError(422, "a batch needs at least one row")
-        effective = self._effective_rows(rows, request.sampling.model_dump(exclude_none=True))
-        if request.snapshots is not None:
-            effective = [row | {SNAPSHOTS_KEY: request.snapshots} for row in effective]
-        texts = [canonical(row) for row in effective]
-        if large := [{"index": i, "bytes": len(t)} for i, t in enumerate(texts) if len(t) > lim.max_row_bytes]:
-            raise JobError(
-                413, f"{len(large)} rows exceed the limit of {lim.max_row_bytes} bytes per row", rows=large[:20]
-            )
+            rows = [await self._branch_row(request.fork_from.job_id, request.fork_from.turn)]
+        else:
+            rows = request.rows
+        admission = admit(request, rows, self.limits, self._validate_row)
         if request.fork_from is None:  # a branch's row is its finished job's, checked then
-            await self._check_with_environment(effective)
+            await self._check_with_environment(admission.rows)
             if not self._open:
                 raise JobError(503, "the job service is not running")
-        batch_id = request.batch_id or f"b-{uuid.uuid4().hex[:12]}"
-        ids = request.job_ids or [f"{batch_id}/{i}/{s}" for i in range(len(rows)) for s in range(samples)]
-        if len(ids) != n or len(set(ids)) != n or not all(0 < len(i) <= 256 for i in ids):
-            raise JobError(422, f"job_ids must be {n} distinct ids of 1 to 256 characters, one per row sample")
-        prints = [fingerprint(text) for text in texts]
-        conflicts = [
-            i for k, i in enumerate(ids) if i in self._jobs and self._jobs[i].fingerprint != prints[k // samples]
-        ]
-        if conflicts:
+        # From here on no await until the journal: the checks hold when the jobs are claimed.
+        a, ids = admission, admission.job_ids
+        if conflicts := [
+            i
+            for k, i in enumerate(ids)
+            if i in self._jobs and self._jobs[i].fingerprint != a.fingerprints[a.row_of(k)]
+        ]:
             raise JobError(409, f"{len(conflicts)} job ids exist with other content: {conflicts[:10]}")
-        if (old := self._batches.get(batch_id)) is not None:
+        if (old := self._batches.get(a.batch_id)) is not None:
             if old.job_ids != ids:
-                raise JobError(409, f"batch {batch_id!r} exists with other jobs")
-            return Batch(batch_id=batch_id, job_ids=ids, created=False, new_jobs=0)
+                raise JobError(409, f"batch {a.batch_id!r} exists with other jobs")
+            return Batch(batch_id=a.batch_id, job_ids=ids, created=False, new_jobs=0)
         new = [(k, job_id) for k, job_id in enumerate(ids) if job_id not in self._jobs]
-        if self._active + len(new) > lim.max_active_jobs:
+        if self._active + len(new) > self.limits.max_active_jobs:
             raise JobError(
                 429,
-                f"{self._active} jobs are running; {len(new)} more would exceed {lim.max_active_jobs}. Retry later",
+                f"{self._active} jobs are running; {len(new)} more would exceed {self.limits.max_active_jobs}. "
+                "Retry later",
             )
-        batch = self._batches[batch_id] = _Batch(batch_id, ids, request.stop_after)
-        for k, job_id in new:  # claimed now: a concurrent submission of the same ids shares these jobs
-            self._jobs[job_id] = _Job(job_id, prints[k // samples], [])
-        try:
-            await self.journal.add_batch(
-                batch_id,
-                ids,
-                request.stop_after,
-                [(jid, prints[k // samples], texts[k // samples]) for k, jid in new],
-            )
-        except BaseException:
-            del self._batches[batch_id]
-            for _, job_id in new:
-                self._jobs.pop(job_id, None)
-            raise
+        batch = await self._claim(a, request.stop_after, new)
         launch = {job_id for _, job_id in new}
         for k, job_id in enumerate(ids):
             job = self._jobs[job_id]
             job.batches.append(batch)
             if job_id in launch:
                 self._active += 1
-                self._launch(job, effective[k // samples])
+                self._launch(job, a.rows[a.row_of(k)])
             elif job.status != "running":  # the same job again: shared with its first batch, not run twice
-                self._finish_soon(job, None, placements_only=[batch])
+                self._share_soon(job, batch)
         self._check_batch(batch)
         self._prune()
-        return Batch(batch_id=batch_id, job_ids=ids, created=True, new_jobs=len(new))
+        return Batch(batch_id=a.batch_id, job_ids=ids, created=True, new_jobs=len(new))
+
+    async def _claim(self, a: Admission, stop_after: int | None, new: list[tuple[int, str]]) -> _Batch:
+        """The batch and its new jobs, claimed now (a concurrent submission of the same ids shares
+        these jobs) and journaled before the submission is answered; undone if the journal fails."""
+        batch = self._batches[a.batch_id] = _Batch(a.batch_id, a.job_ids, stop_after)
+        for k, job_id in new:
+            self._jobs[job_id] = _Job(job_id, a.fingerprints[a.row_of(k)], [])
+        try:
+            stored = [(job_id, a.fingerprints[a.row_of(k)], a.texts[a.row_of(k)]) for k, job_id in new]
+            await self.journal.add_batch(a.batch_id, a.job_ids, stop_after, stored)
+        except BaseException:
+            del self._batches[a.batch_id]
+            for _, job_id in new:
+                self._jobs.pop(job_id, None)
+            raise
+        return batch
 
     async def _branch_row(self, job_id: str, turn: int) -> dict:
         job = self._job(job_id)
@@ -286,27 +248,9 @@ class JobManager:
         if problems:
             raise JobError(
                 422,
-                f"{len(problems)} rows do not fit the environment's row model (up to 20 listed)",
-                rows=problems[:20],
+                f"{len(problems)} rows do not fit the environment's row model (up to {LISTED} listed)",
+                rows=problems[:LISTED],
             )
-
-    def _effective_rows(self, rows: list[Any], overrides: dict) -> list[dict]:
-        """Each row with the sampling overrides applied; 422 listing every malformed row."""
-        effective, errors = [], []
-        for index, row in enumerate(rows):
-            if (error := row_problem(row)) is None:
-                row = row | {"responses_create_params": row["responses_create_params"] | overrides}
-                try:
-                    if self._validate_row:
-                        self._validate_row(row)
-                except Exception as exc:  # noqa: BLE001 - whatever the validator rejects is the row's fault
-                    error = str(exc)[:500]
-            if error:
-                errors.append({"index": index, "error": error})
-            effective.append(row)
-        if errors:
-            raise JobError(422, f"{len(errors)} malformed rows (up to 20 listed)", rows=errors[:20])
-        return effective
 
     # ------------------------------------------------------------------ running and finishing
 
@@ -334,49 +278,62 @@ class JobManager:
     def _failed_record(self, job: _Job, row: dict | None, failure: Failure) -> RolloutRecord:
         return failed_record(row, failure, {"total_s": time.monotonic() - job.started})
 
-    def _finish_soon(
-        self, job: _Job, record: RolloutRecord | None, placements_only: list[_Batch] | None = None
-    ) -> None:
-        """Journal the record and its offsets, then deliver it (a task: the journal runs on its own thread)."""
-        write = asyncio.get_running_loop().create_task(self._finish(job, record, placements_only))
-        self._writes.add(write)
-        write.add_done_callback(self._writes.discard)
+    def _finish_soon(self, job: _Job, record: RolloutRecord) -> None:
+        """Journal the job's record and its offset in each of its batches' streams, then deliver it
+        (a task: the journal runs on its own thread)."""
+        self._write_soon(self._finish(job, record))
 
-    async def _finish(self, job: _Job, record: RolloutRecord | None, placements_only: list[_Batch] | None) -> None:
-        if placements_only is None:  # a new result
-            if job.runs > 1:  # interrupted by agent restarts: each counts as an attempt
-                restarts = [
-                    Failure(stage=None, type=FailureType.AGENT_RESTARTED, message="the agent restarted", infra=True)
-                ] * (job.runs - 1)
-                record = record.model_copy(
-                    update={
-                        "attempts": record.attempts + job.runs - 1,
-                        "attempt_failures": restarts + record.attempt_failures,
-                    }
-                )
-            failure = record.failure
-            job.task = None
-            job.status = (
-                "completed" if not failure else "cancelled" if failure.type == FailureType.CANCELLED else "failed"
+    def _share_soon(self, job: _Job, batch: _Batch) -> None:
+        """A finished job joins another batch: its stored record gets an offset in that stream too."""
+        self._write_soon(self._share(job, batch))
+
+    def _write_soon(self, write: Awaitable[None]) -> None:
+        task = asyncio.get_running_loop().create_task(write)
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _finish(self, job: _Job, record: RolloutRecord) -> None:
+        if job.runs > 1:  # interrupted by agent restarts: each counts as an attempt
+            restarts = [
+                Failure(stage=None, type=FailureType.AGENT_RESTARTED, message="the agent restarted", infra=True)
+            ] * (job.runs - 1)
+            record = record.model_copy(
+                update={
+                    "attempts": record.attempts + job.runs - 1,
+                    "attempt_failures": restarts + record.attempt_failures,
+                }
             )
-            self._active -= 1
-            self._counts[job.status] += 1
-            if failure:
-                self._failures[failure.type.value] += 1
-            if record.timings:
-                self._timings.append(record.timings)
-            job.snapshot_ids = [s.snapshot_id for s in record.snapshots]
-            batches, text = list(job.batches), orjson.dumps(record.wire()).decode()
-        else:  # a finished job joins another batch: its stored record gets an offset there too
-            batches, text = placements_only, None
-        placements = []
+        failure = record.failure
+        job.task = None
+        job.status = "completed" if not failure else "cancelled" if failure.type == FailureType.CANCELLED else "failed"
+        self._active -= 1
+        self._counts[job.status] += 1
+        if failure:
+            self._failures[failure.type.value] += 1
+        if record.timings:
+            self._timings.append(record.timings)
+        job.snapshot_ids = [s.snapshot_id for s in record.snapshots]
+        batches = list(job.batches)
+        text = orjson.dumps(record.wire()).decode()
+        await self.journal.finish_job(
+            job.id, job.status, text, self._offsets(batches), keep_row=bool(job.snapshot_ids)
+        )
+        self._delivered(job, batches)
+
+    async def _share(self, job: _Job, batch: _Batch) -> None:
+        await self.journal.add_offsets(job.id, job.status, self._offsets([batch]))
+        self._delivered(job, [batch])
+
+    @staticmethod
+    def _offsets(batches: list[_Batch]) -> list[StreamOffset]:
+        """The next offset in each batch's stream, taken now (so offsets follow the order of finishing)."""
+        offsets = []
         for batch in batches:
-            placements.append((batch.id, batch.reserved, batch.reserved + 1 == len(batch.job_ids)))
+            offsets.append(StreamOffset(batch.id, batch.reserved, batch.reserved + 1 == len(batch.job_ids)))
             batch.reserved += 1
-        if text is not None:
-            await self.journal.finish_job(job.id, job.status, text, placements, keep_row=bool(job.snapshot_ids))
-        else:
-            await self.journal.place_job(job.id, job.status, placements)
+        return offsets
+
+    def _delivered(self, job: _Job, batches: list[_Batch]) -> None:
         for batch in batches:
             self._deliver(batch, job)
             self._check_batch(batch)
@@ -547,11 +504,7 @@ class JobManager:
                     del self._jobs[job_id]
                     gone.append(job)
         snapshots = [s for job in gone for s in job.snapshot_ids]
-        forget = asyncio.get_running_loop().create_task(
-            self._drop([b.id for b in batches], [job.id for job in gone], snapshots)
-        )
-        self._writes.add(forget)
-        forget.add_done_callback(self._writes.discard)
+        self._write_soon(self._drop([b.id for b in batches], [job.id for job in gone], snapshots))
 
     async def _drop(self, batch_ids: list[str], job_ids: list[str], snapshot_ids: list[str]) -> None:
         if snapshot_ids and self._release_snapshots is not None:

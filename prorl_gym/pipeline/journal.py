@@ -5,8 +5,8 @@ killed and started again serves every finished result again, with the same offse
 
 What is written, and when (JobManager decides; this module only stores):
   a batch and its jobs (with their rows)   before the submission is answered
-  a job's record and its place in each     before any stream sees the record, in one transaction,
-  batch's stream (its offset)              so an offset once delivered never changes
+  a job's record and its offset in each    before any stream sees the record, in one transaction,
+  batch's stream                           so an offset once delivered never changes
   a batch forgotten (acknowledged or       batch, results, and jobs no other batch holds
   expired), then space given back          (incremental vacuum, WAL checkpoint)
 
@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel
 
@@ -69,6 +69,14 @@ class JournalConfig(BaseModel):
 
 class JournalInUse(ProrlError):
     pass
+
+
+class StreamOffset(NamedTuple):
+    """Where a job's record stands in one batch's stream: its offset, and whether it completes the batch."""
+
+    batch_id: str
+    offset: int
+    batch_done: bool
 
 
 @dataclass
@@ -182,21 +190,19 @@ class Journal:
         await self._call(self._write_many, "UPDATE jobs SET runs = runs + 1 WHERE id = ?", [(j,) for j in job_ids])
 
     async def finish_job(
-        self, job_id: str, status: str, record: str, placements: list[tuple[str, int, bool]], keep_row: bool = False
+        self, job_id: str, status: str, record: str, offsets: list[StreamOffset], keep_row: bool = False
     ) -> None:
-        """The job's record (JSON) and its place in each batch: (batch id, offset, batch now done). Its row
-        is dropped unless `keep_row` (a rollout with snapshots: branches start from its row)."""
-        await self._call(self._finish_job, job_id, status, record, placements, keep_row)
+        """The job's record (JSON) and its offset in each batch's stream. Its row is dropped unless
+        `keep_row` (a rollout with snapshots: branches start from its row)."""
+        await self._call(self._finish_job, job_id, status, record, offsets, keep_row)
 
-    def _finish_job(
-        self, job_id: str, status: str, record: str, placements: list[tuple[str, int, bool]], keep_row: bool
-    ) -> None:
+    def _finish_job(self, job_id: str, status: str, record: str, offsets: list[StreamOffset], keep_row: bool) -> None:
         with self._db:
             self._db.execute(
                 "UPDATE jobs SET status = ?, record = ?, row = CASE WHEN ? THEN row END WHERE id = ?",
                 (status, record, keep_row, job_id),
             )
-            self._place(job_id, status, placements)
+            self._add_offsets(job_id, status, offsets)
         self._keep_small()
 
     def _keep_small(self) -> None:
@@ -214,17 +220,17 @@ class Journal:
         if self.path is not None:
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
-    async def place_job(self, job_id: str, status: str, placements: list[tuple[str, int, bool]]) -> None:
+    async def add_offsets(self, job_id: str, status: str, offsets: list[StreamOffset]) -> None:
         """A finished job's stored record gets offsets in more batches (a resubmission of the same job)."""
-        await self._call(self._place_job, job_id, status, placements)
+        await self._call(self._add_offsets_now, job_id, status, offsets)
 
-    def _place_job(self, job_id: str, status: str, placements: list[tuple[str, int, bool]]) -> None:
+    def _add_offsets_now(self, job_id: str, status: str, offsets: list[StreamOffset]) -> None:
         with self._db:
-            self._place(job_id, status, placements)
+            self._add_offsets(job_id, status, offsets)
 
-    def _place(self, job_id: str, status: str, placements: list[tuple[str, int, bool]]) -> None:
+    def _add_offsets(self, job_id: str, status: str, offsets: list[StreamOffset]) -> None:
         now = time.time()
-        for batch_id, seq, done in placements:
+        for batch_id, seq, done in offsets:
             self._db.execute(
                 "INSERT INTO results (batch_id, seq, job_id, status) VALUES (?, ?, ?, ?)",
                 (batch_id, seq, job_id, status),

@@ -28,8 +28,9 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from prorl_gym.asgi import PlainASGIMiddleware
 from prorl_gym.lifespan import run_with_app
+from prorl_gym.pipeline.admission import JobError
 from prorl_gym.pipeline.aggregate import rollout_metrics
-from prorl_gym.pipeline.jobs import JobError, JobManager
+from prorl_gym.pipeline.jobs import JobManager
 from prorl_gym.pipeline.journal import Journal, JournalConfig
 from prorl_gym.pipeline.peers import PeerClient
 from prorl_gym.pipeline.stages import StagePool

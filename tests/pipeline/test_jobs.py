@@ -13,7 +13,8 @@ import json
 
 import pytest
 
-from prorl_gym.pipeline.jobs import JobError, JobManager
+from prorl_gym.pipeline.admission import JobError
+from prorl_gym.pipeline.jobs import JobManager
 from prorl_gym.pipeline.journal import Journal, JournalInUse
 from prorl_gym.wire.jobs import JobLimits, SubmitRequest
 from prorl_gym.wire.records import RolloutRecord
