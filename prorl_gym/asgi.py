@@ -142,6 +142,12 @@ def answer_validation_errors(app: FastAPI) -> None:
 class PlainASGIMiddleware:
     """Mix into a NeMo Gym server class (before it in the bases) to use the middlewares above."""
 
+    @classmethod
+    def listening_address(cls) -> tuple[str, int]:
+        """Where this server listens, from its config (told to its supervisor: prorl_gym/supervise.py)."""
+        config = cls.load_config_from_global_config()
+        return config.host, config.port
+
     def body_limits(self) -> dict[str, int]:
         """path -> the largest request body it takes (bytes); other paths are not bounded."""
         return {}

@@ -8,33 +8,50 @@ watches is this small supervisor (no imports beyond the standard library, no Ray
 does not die with the server. The child gets the same argv and environment, so it serves on
 the same port; what it left (sandboxes, leases) its next incarnation reaps at start. SIGINT
 and SIGTERM are passed on and end the supervision. A child that dies again and again within
-`CRASH_WINDOW_S` of its start is given up on (the supervisor exits with its code, and ng_run
-reports it) rather than restarted forever; one killed by a signal is always started again.
+`CRASH_WINDOW_S` of its start is given up on rather than restarted forever; one killed by a
+signal is always started again. Given up on at start-up (it never served), the supervisor exits
+with its code and ng_run reports it. Given up on after it served, the supervisor answers on the
+server's address itself, every request with a 503 `server_gave_up`, until it is stopped: the
+other servers of the stack go on, and whoever waits for this one (the agent's retries) learns at
+once that it is not coming back. (The child tells the supervisor its address at start.)
 
-    PRORL_SUPERVISE=0   run the server in this process, unsupervised
+    PRORL_SUPERVISE=0           run the server in this process, unsupervised
+    PRORL_RESTART_DELAY_S=N     wait N seconds before starting a dead server again (default 0.5;
+                                doubling, up to 10 s, while it crash-loops)
+    PRORL_CRASH_WINDOW_S=N      a death within N seconds of a start is a crash (default 30)
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 CHILD_VAR = "PRORL_SUPERVISED_CHILD"  # set in the child: it runs the server itself
+ADDRESS_VAR = "PRORL_SUPERVISOR_ADDRESS_FILE"  # where the child writes "host port" at start
+GAVE_UP_ERROR = "server_gave_up"  # the error.type of the 503 a given-up server's address answers
 CRASH_WINDOW_S = 30.0  # a child that dies sooner than this after its start "crash-loops"
 MAX_QUICK_DEATHS = 5
 PR_SET_PDEATHSIG = 1
 log = logging.getLogger("prorl_gym.supervise")
 
 
-def supervised(run: Callable[[], object]) -> object:
-    """Run `run` (the server) here if this is the child or supervision is off; else supervise a child."""
+def supervised(run: Callable[[], object], address: Callable[[], tuple[str, int]] | None = None) -> object:
+    """Run `run` (the server) here if this is the child or supervision is off; else supervise a child.
+    `address`: where the server listens (told to the supervisor, which answers there if it gives up)."""
     if os.environ.get(CHILD_VAR) or os.environ.get("PRORL_SUPERVISE") == "0":
+        if address is not None and (path := os.environ.get(ADDRESS_VAR)):
+            host, port = address()
+            with open(path, "w") as f:
+                f.write(f"{host} {port}")
         return run()
     sys.exit(Supervisor([sys.executable, *sys.argv]).run())
 
@@ -50,6 +67,8 @@ class Supervisor:
         self.argv = argv
         self.child: subprocess.Popen | None = None
         self.stopping = False
+        fd, self.address_file = tempfile.mkstemp(prefix="prorl-supervised-", suffix=".address")
+        os.close(fd)
 
     def _forward(self, signum: int, _frame) -> None:
         """Pass the first stop signal on; not a second one (ng_run and a Ctrl-C may both send one):
@@ -64,31 +83,81 @@ class Supervisor:
         logging.basicConfig(level=logging.INFO, format="[supervisor %(process)d] %(message)s")
         for signum in (signal.SIGINT, signal.SIGTERM):
             signal.signal(signum, self._forward)
-        quick_deaths, delay = 0, 0.5
+        try:
+            return self._supervise()
+        finally:
+            os.unlink(self.address_file)
+
+    def _supervise(self) -> int:
+        restart_delay = float(os.environ.get("PRORL_RESTART_DELAY_S", 0.5))
+        crash_window_s = float(os.environ.get("PRORL_CRASH_WINDOW_S", CRASH_WINDOW_S))
+        quick_deaths, delay, served = 0, restart_delay, False
         while True:
             started = time.monotonic()
             # Its own process group: a Ctrl-C or killpg meant for the stack reaches it once, through us
             # (a second SIGINT would make uvicorn skip its shutdown, and the sandboxes' release).
             self.child = subprocess.Popen(
-                self.argv, env=os.environ | {CHILD_VAR: "1"}, preexec_fn=_end_with_parent, process_group=0
+                self.argv,
+                env=os.environ | {CHILD_VAR: "1", ADDRESS_VAR: self.address_file},
+                preexec_fn=_end_with_parent,
+                process_group=0,
             )
             log.info("server started (pid %d)", self.child.pid)
             code = self._wait()
             if self.stopping:
                 return code
             lived = time.monotonic() - started
+            served = served or lived >= crash_window_s
             # A crash loop is the server failing by itself (an exit code) soon after each start; a
             # server killed by a signal from outside, however often, is just started again.
-            quick_deaths = quick_deaths + 1 if lived < CRASH_WINDOW_S and code > 0 else 0
+            quick_deaths = quick_deaths + 1 if lived < crash_window_s and code > 0 else 0
             if quick_deaths >= MAX_QUICK_DEATHS:
-                log.error("server died %d times within %.0fs of starting: giving up", quick_deaths, CRASH_WINDOW_S)
+                log.error("server died %d times within %.0fs of starting: giving up", quick_deaths, crash_window_s)
+                if served and (address := self._address()) is not None:
+                    self._answer_gone(*address, f"the server died {quick_deaths} times in a row and was given up on")
                 return code or 1
-            delay = min(delay * 2, 10.0) if quick_deaths else 0.5
+            delay = min(delay * 2, 10.0) if quick_deaths else restart_delay
             pid = self.child.pid
             log.warning("server (pid %d) died with %s after %.1fs; starting again in %.1fs", pid, code, lived, delay)
             time.sleep(delay)
             if self.stopping:
                 return code
+
+    def _address(self) -> tuple[str, int] | None:
+        try:
+            with open(self.address_file) as f:
+                host, port = f.read().split()
+            return host, int(port)
+        except (OSError, ValueError):
+            return None
+
+    def _answer_gone(self, host: str, port: int, reason: str) -> None:
+        """Answer every request on the server's address with a 503 that says so, until stopped."""
+        body = json.dumps({"error": {"type": GAVE_UP_ERROR, "message": reason}}).encode()
+
+        class Gone(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                self.send_response(503)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _answer
+
+            def log_message(self, *args) -> None:
+                pass
+
+        try:
+            server = HTTPServer((host, port), Gone)
+        except OSError as exc:
+            log.error("could not answer on %s:%d for the given-up server: %s", host, port, exc)
+            return
+        server.timeout = 0.5
+        log.error("answering on %s:%d that the server is down for good", host, port)
+        with server:
+            while not self.stopping:
+                server.handle_request()
 
     def _wait(self) -> int:
         while True:

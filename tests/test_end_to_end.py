@@ -49,6 +49,8 @@ def stack(tmp_path_factory):
     sandbox_root.chmod(0o711)
     overrides = [f"+{env.server_key}.sandbox.root_dir={sandbox_root}" for env in ENVIRONMENTS.values()]
     overrides += [f"+{env.agent_key}.limits.policy_call_timeout_s=5" for env in ENVIRONMENTS.values()]
+    # The last test kills the only policy endpoint: its rollouts wait this long for it, then fail typed.
+    overrides += [f"+{env.agent_key}.retry.recovery_timeout_s=3" for env in ENVIRONMENTS.values()]
     policy_data = [str(example(env)) for env in ENVS]
     policy_args = ["--tokenizer", "qwen3"] if REAL_TOKENS else []
     if REAL_TOKENS:

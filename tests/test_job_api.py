@@ -52,6 +52,7 @@ def stack(tmp_path_factory):
         f"{AGENT}.limits.policy_call_timeout_s=5",
         f"{AGENT}.max_run_workers=4",
         f"{AGENT}.jobs.max_batch_rows=16",
+        f"{AGENT}.retry.recovery_timeout_s=3",  # the last test kills the only policy endpoint
     ]
     logs = tmp_path_factory.mktemp("jobs") / "logs"
     with Stack(

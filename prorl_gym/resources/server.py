@@ -208,7 +208,7 @@ class SandboxResourcesServer(PlainASGIMiddleware, SimpleResourcesServer):
     @classmethod
     def run_webserver(cls):
         """As NeMo Gym's, under a supervisor that starts the server again if it dies (prorl_gym/supervise.py)."""
-        return supervised(super().run_webserver)
+        return supervised(super().run_webserver, address=cls.listening_address)
 
     def setup_metrics(self) -> ServerMetrics:
         """GET /metrics: live sandboxes, starts, kernels, tool calls and verifies (subclasses may add)."""

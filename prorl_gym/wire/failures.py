@@ -35,6 +35,7 @@ class FailureType(StrEnum):
     POLICY_INCOMPATIBLE = "policy_incompatible"
     TOOL_ERROR = "tool_error"  # a tool could not run (its server unreachable or silent), not a bad tool call
     SANDBOX_LOST = "sandbox_lost"  # the rollout's sandbox died or was lost with its server or node
+    SERVER_DOWN = "server_down"  # a server the rollout needs is down for good (its supervisor gave up)
     TIMEOUT = "timeout"  # a stage exceeded its time limit
     EVAL_ERROR = "eval_error"  # the verifier crashed or could not judge
     CANCELLED = "cancelled"  # by the caller (cancel, stop_after)

@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from prorl_gym.wire.failures import Failure
 
 # A record's `timings`, in the order reports list them: each stage's queue wait and its time, the
-# whole rollout, then RUN's split into policy calls and tool calls (tool_exec_s: inside the sandbox).
+# whole rollout, then RUN's split into policy calls and tool calls (tool_exec_s: inside the sandbox), and
+# the time spent waiting for a failed part to recover between attempts.
 TIMING_KEYS = (
     "init_queue_s",
     "init_s",
@@ -30,6 +31,7 @@ TIMING_KEYS = (
     "policy_s",
     "tools_s",
     "tool_exec_s",
+    "retry_wait_s",
 )
 NG_FAILURE_CLASS_KEY = "_ng_failure_class"  # read by ng_collect_rollouts
 # Row keys of ours (set by the job API, or by a caller of /run): take snapshots, branch from one.

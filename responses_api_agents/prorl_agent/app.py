@@ -119,13 +119,14 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
         )
         self._metrics = AgentMetrics(self._jobs)
         self._pipeline.on_attempt = self._metrics.attempt
+        self._pipeline.on_wait = self._metrics.waited
         return super().model_post_init(context)
 
     @classmethod
     def run_webserver(cls):
         """As NeMo Gym's, under a supervisor that starts the agent again if it dies: its journal
         brings back every job (prorl_gym/supervise.py)."""
-        return supervised(super().run_webserver)
+        return supervised(super().run_webserver, address=cls.listening_address)
 
     def body_limits(self) -> dict[str, int]:
         return {"/run": self.config.jobs.max_row_bytes, "/jobs": self.config.jobs.max_request_bytes}

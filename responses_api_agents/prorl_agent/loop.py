@@ -33,6 +33,8 @@ INCOMPATIBLE = 501
 # The model server's answers when the endpoint refused the request itself (the model server's
 # REFUSED_REQUEST): the same request is refused again.
 REFUSED = (400, 413, 422)
+# The model server's answer when the rollout's endpoint died (or none is left): the infrastructure's.
+ENDPOINT_DIED = 503
 
 
 def _detail(payload: bytes) -> str:
@@ -125,8 +127,9 @@ class AgentLoop:
             remaining = self.limits.max_output_tokens - self.stats.output_tokens
             update["max_output_tokens"] = min(remaining, self.params.max_output_tokens or remaining)
         body = self.params.model_copy(update=update)
-        # Before the policy produced anything, its failure is the infrastructure's (retried on
-        # another endpoint); after, the rollout holds a partial trajectory: a task outcome.
+        # An endpoint (or the model server) that died under the rollout is the infrastructure's
+        # failure whatever was generated: the rollout runs again from a fresh INIT, never stitched
+        # from its partial trajectory. A slow or failing answer is only before any output.
         infra = not self.outputs
         started = time.perf_counter()
         status, payload, cookies = await self._post(
@@ -138,6 +141,7 @@ class AgentLoop:
             FailureType.POLICY_ERROR,
             "the policy",
             infra,
+            unreachable_infra=True,
         )
         self.stats.policy_s += time.perf_counter() - started
         self.stats.turns += 1
@@ -147,7 +151,8 @@ class AgentLoop:
         if status != 200:
             message = f"model server returned {status}: {payload[:1000]!r}"
             # A request the endpoint refused (400, 413, 422) is refused again: not worth another attempt.
-            raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra and status not in REFUSED)
+            infra = status == ENDPOINT_DIED or (infra and status not in REFUSED)
+            raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra)
         self.model_cookies |= cookies
         try:
             response = NeMoGymResponse.model_validate_json(payload)
@@ -218,8 +223,10 @@ class AgentLoop:
         failure: FailureType,
         what: str,
         infra: bool,
+        unreachable_infra: bool = False,
     ):
-        """POST and read the reply within `timeout`; unreachable or silent peers become `failure`."""
+        """POST and read the reply within `timeout`; unreachable or silent peers become `failure`
+        (infrastructure's if `infra`; an unreachable peer also if `unreachable_infra`)."""
         try:
             async with asyncio.timeout(timeout):
                 response = await self.client.post(server_name=server, url_path=path, json=body, cookies=cookies)
@@ -227,5 +234,6 @@ class AgentLoop:
         except TimeoutError:
             raise RolloutFailure(Stage.RUN, failure, f"{what} did not answer within {timeout:g}s", infra) from None
         except aiohttp.ClientError as exc:
-            raise RolloutFailure(Stage.RUN, failure, f"{what} is unreachable: {exc!r}", infra) from exc
+            message = f"{what} is unreachable: {exc!r}"
+            raise RolloutFailure(Stage.RUN, failure, message, infra or unreachable_infra) from exc
         return response.status, payload, {name: morsel.value for name, morsel in response.cookies.items()}

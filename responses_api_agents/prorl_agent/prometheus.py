@@ -28,6 +28,9 @@ class AgentMetrics(ServerMetrics):
             "prorl_rollouts_total", "Finished rollouts by outcome: ok, or the failure type", ("outcome",)
         )
         self.retried = self.counter("prorl_rollouts_retried_total", "Rollouts run more than once")
+        self.retry_wait = self.histogram(
+            "prorl_retry_wait_seconds", "Waits for a failed part to be healthy before a rollout runs again", ("part",)
+        )
         jobs_active = self.gauge("prorl_jobs_active", "Jobs accepted and not finished")
         jobs_active.set_function(lambda: jobs.active)
         journal = self.gauge("prorl_journal_bytes", "Size of the job journal on disk")
@@ -41,6 +44,10 @@ class AgentMetrics(ServerMetrics):
                 self.stage.labels(stage.value).observe(seconds)
             if (waited := record.timings.get(f"{stage}_queue_s")) is not None:
                 self.queue.labels(stage.value).observe(waited)
+
+    def waited(self, part: str, seconds: float) -> None:
+        """A wait for recovery before another attempt (the RolloutPipeline's on_wait hook)."""
+        self.retry_wait.labels(str(part)).observe(seconds)
 
     def finished(self, record: RolloutRecord) -> None:
         self.rollouts.labels(outcome(record)).inc()

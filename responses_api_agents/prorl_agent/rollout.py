@@ -9,8 +9,9 @@
 Whatever happens, the result is a RolloutRecord and the sandbox is released. A failure the
 infrastructure caused (`Failure.infra`: a sandbox that would not start or was lost, a server
 that died, a policy endpoint gone before it answered, the verifier machinery) runs the whole
-rollout again, from a fresh INIT, up to `retry.max_attempts`; the record carries `attempts`
-and each earlier attempt's failure. Peers are called through PeerClient: a dead server is an
+rollout again, from a fresh INIT, once the part it needs is healthy again (recovery.py), up to
+`retry.max_attempts`; the record carries `attempts`, each earlier attempt's failure and the time
+spent waiting (`timings.retry_wait_s`). Peers are called through PeerClient: a dead server is an
 error at once, not after the tool timeout.
 """
 
@@ -44,6 +45,7 @@ from prorl_gym.wire.records import (
 )
 from prorl_gym.wire.resources import SANDBOX_LOST_ERROR, SNAPSHOT_KEY, ToolsResponse
 from responses_api_agents.prorl_agent.loop import AgentLoop, LoopLimits
+from responses_api_agents.prorl_agent.recovery import Part, PartGone, Recovery, part_of
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +76,11 @@ SnapshotMode = Literal["none", "every_turn"]
 
 
 class RetryPolicy(BaseModel):
-    # The defaults wait ~14 s in all (2 + 4 + 8): long enough for a supervised server to come back.
+    """Infrastructure failures run the rollout again once the part it needs is healthy (recovery.py)."""
+
     max_attempts: int = Field(4, ge=1)  # 1: never run a rollout again
-    backoff_s: float = Field(2.0, ge=0)  # before attempt n (n >= 2): backoff_s * 2 ** (n - 2)
+    backoff_s: float = Field(1.0, ge=0)  # at least this long between attempts, healthy or not
+    recovery_timeout_s: float = Field(600.0, gt=0)  # a part not healthy again by then: the rollout ends failed
 
 
 @dataclass
@@ -116,7 +120,9 @@ class RolloutPipeline:
         self.release_timeout_s = release_timeout_s
         self._coupled = coupled  # one slot per rollout for all stages: the benchmark baseline
         self._tools: ToolsResponse | None = None
-        self.on_attempt: Callable[[RolloutRecord], None] | None = None  # metrics hook
+        self.on_attempt: Callable[[RolloutRecord], None] | None = None  # metrics hooks
+        self.on_wait: Callable[[Part, float], None] | None = None
+        self.recovery = Recovery(peers)
 
     async def rollout(self, row: dict, cookies: dict | None = None) -> RolloutRecord:
         """One rollout through INIT -> RUN -> EVAL, attempts included; the record, whatever happened."""
@@ -124,6 +130,7 @@ class RolloutPipeline:
         earlier: list[Failure] = []
         async with self._coupled or nullcontext():
             queued = {"coupled_queue_s": time.perf_counter() - started} if self._coupled else {}
+            waited = 0.0
             for attempt in range(1, self.retry.max_attempts + 1):
                 record = await self._attempt(row, _Attempt(dict(cookies or {}), dict(queued)), started)
                 if self.on_attempt is not None:
@@ -131,10 +138,27 @@ class RolloutPipeline:
                 failure = record.failure
                 if failure is None or not failure.infra or attempt == self.retry.max_attempts:
                     break
-                earlier.append(failure)
                 await self.release_snapshots([s.snapshot_id for s in record.snapshots])  # of a discarded attempt
-                log.warning("attempt %d failed (%s, infrastructure): running the rollout again", attempt, failure.type)
-                await asyncio.sleep(self.retry.backoff_s * 2 ** (attempt - 1))
+                part = part_of(failure)
+                log.warning("attempt %d failed (%s, infrastructure): waiting for the %s", attempt, failure.type, part)
+                try:
+                    seconds, healthy = await self.recovery.wait(
+                        part, self.retry.backoff_s, self.retry.recovery_timeout_s
+                    )
+                except PartGone as exc:
+                    gone = Failure(stage=failure.stage, type=FailureType.SERVER_DOWN, message=str(exc), infra=True)
+                    record = record.model_copy(update={"failure": gone, "ng_failure_class": gone.type.value})
+                    break
+                waited += seconds
+                if self.on_wait is not None:
+                    self.on_wait(part, seconds)
+                if not healthy:
+                    message = f"{failure.message} (the {part} was not healthy again within {seconds:.0f}s)"
+                    record = record.model_copy(update={"failure": failure.model_copy(update={"message": message})})
+                    break
+                earlier.append(failure)
+        if waited:
+            record.timings["retry_wait_s"] = waited
         return record.model_copy(update={"attempts": attempt, "attempt_failures": earlier})
 
     async def _attempt(self, row: dict, a: _Attempt, started: float) -> RolloutRecord:

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 import asyncio
 
+import aiohttp
 import pytest
 from fastapi.testclient import TestClient
 
@@ -177,3 +178,71 @@ def test_a_cancel_during_init_waits_for_the_sandbox_then_releases_it(fake):
     asyncio.run(cancel_mid_init())
     releases = [cookies for _, path, _, cookies in fake.calls if path == "/release"]
     assert releases and releases[-1].get("session") == "s1"
+
+
+def statuses(*answers):
+    """A GET handler answering in turn (the last one from then on); an exception is raised (unreachable)."""
+    remaining = list(answers)
+
+    def handler(body):
+        answer = remaining.pop(0) if len(remaining) > 1 else remaining[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    return handler
+
+
+def failing_once(fake: FakeClient, server: str, path: str, failure: FakeResponse) -> None:
+    """`path` answers `failure` the first time, then as before."""
+    first, default = iter([failure]), fake._routes[(server, path)]
+    fake.route(server, path, lambda body: next(first, None) or default(body))
+
+
+def test_a_retry_waits_until_the_resources_server_is_healthy_again(fake):
+    failing_once(fake, "env", "/seed_session", FakeResponse(503, {"error": {"type": "sandbox_error"}}))
+    down = aiohttp.ClientConnectionError("connection refused")
+    draining = FakeResponse(200, {"hosts": [{"name": "h", "healthy": True, "draining": True}]})
+    healthy = FakeResponse(200, {"hosts": [{"name": "h", "healthy": True, "draining": False}]})
+    fake.route("env", "/status", statuses(down, down, draining, healthy))
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["reward"] == 1.0 and record["attempts"] == 2 and record["failure"] is None
+    assert sum(path == "/status" for _, path, _, _ in fake.calls) == 4  # asked until a host could take it
+    assert record["timings"]["retry_wait_s"] >= 1.5  # three polls half a second apart
+
+
+def test_a_policy_endpoint_dead_after_partial_output_runs_the_rollout_again_from_a_fresh_init(fake):
+    default, calls = fake._routes[("model", "/v1/responses")], []
+    died = FakeResponse(503, {"detail": "policy endpoint http://a:8000/v1 died during this session"})
+
+    def policy(body):  # the first attempt: one turn, then its endpoint dies; the second: a healthy one
+        calls.append(body)
+        return died if len(calls) == 2 else default(body)
+
+    fake.route("model", "/v1/responses", policy)
+    fake.route("model", "/endpoints", statuses(FakeResponse(200, {"endpoints": [{"url": "b", "healthy": True}]})))
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["reward"] == 1.0 and record["failure"] is None and record["attempts"] == 2, record["failure"]
+    (earlier,) = record["attempt_failures"]
+    assert earlier["type"] == "policy_error" and earlier["infra"] and "died" in earlier["message"]
+    assert sum(path == "/seed_session" for _, path, _, _ in fake.calls) == 2  # never stitched: a fresh INIT
+
+
+def test_a_server_given_up_on_ends_the_waiting_rollout_at_once_typed(fake):
+    fake.route("env", "/seed_session", lambda body: FakeResponse(503, {"error": {"type": "sandbox_error"}}))
+    gone = FakeResponse(503, {"error": {"type": "server_gave_up", "message": "died 5 times in a row"}})
+    fake.route("env", "/status", statuses(gone))
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["failure"]["type"] == "server_down" and record["attempts"] == 1
+    assert "died 5 times" in record["failure"]["message"] and record["_ng_failure_class"] == "server_down"
+
+
+def test_a_part_not_healthy_within_the_ceiling_ends_the_rollout_saying_so(fake):
+    fake.route("env", "/seed_session", lambda body: FakeResponse(503, {"error": {"type": "sandbox_error"}}))
+    fake.route("env", "/status", statuses(aiohttp.ClientConnectionError("refused")))
+    record = agent_client(fake, retry={"max_attempts": 3, "backoff_s": 0.0, "recovery_timeout_s": 1.0}).post(
+        "/run", json=ROW
+    )
+    record = record.json()
+    assert record["failure"]["type"] == "init_error" and record["attempts"] == 1
+    assert "was not healthy again within" in record["failure"]["message"]

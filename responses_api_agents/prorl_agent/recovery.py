@@ -1,0 +1,92 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""Retries wait for recovery, not for a schedule.
+
+A rollout that failed through the infrastructure's fault runs again once the part it needs is
+healthy again: the resources server answers its /status (and, where sandboxes run on hosts, one
+host is healthy and not draining), or the policy model server lists a healthy endpoint. It waits
+at least `retry.backoff_s`, at most `retry.recovery_timeout_s`; the wait goes into the record
+(`timings.retry_wait_s`) and /metrics. A server whose supervisor gave up answers 503
+`server_gave_up`: the waiting rollouts end at once, typed `server_down`, and are not run again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from enum import StrEnum
+from typing import Any
+
+import aiohttp
+
+from prorl_gym.supervise import GAVE_UP_ERROR
+from prorl_gym.wire.failures import Failure, FailureType
+
+POLL_S = 0.5  # how often a part's health is asked while waiting
+CHECK_TIMEOUT_S = 5.0  # one health check
+
+
+class Part(StrEnum):
+    RESOURCES = "resources_server"
+    POLICY = "policy"
+
+
+def part_of(failure: Failure) -> Part:
+    """What an infrastructure failure needs back before the rollout can run again."""
+    return Part.POLICY if failure.type == FailureType.POLICY_ERROR else Part.RESOURCES
+
+
+class PartGone(Exception):
+    """The part's supervisor gave up on it: it is not coming back."""
+
+
+class Recovery:
+    def __init__(self, peers: Any):
+        self.peers = (
+            peers  # .client (.get(server_name, url_path) -> .status/.read()), .resources_server, .model_server
+        )
+
+    async def wait(self, part: Part, at_least_s: float, at_most_s: float) -> tuple[float, bool]:
+        """Wait until `part` is healthy (after `at_least_s`, before `at_most_s`): (seconds waited, healthy).
+        Raises PartGone when its server says it will not come back."""
+        started = time.monotonic()
+        await asyncio.sleep(at_least_s)
+        while True:
+            if await self.healthy(part):
+                return time.monotonic() - started, True
+            if time.monotonic() - started + POLL_S > at_most_s:
+                return time.monotonic() - started, False
+            await asyncio.sleep(POLL_S)
+
+    async def healthy(self, part: Part) -> bool:
+        path = "/status" if part == Part.RESOURCES else "/endpoints"
+        try:
+            async with asyncio.timeout(CHECK_TIMEOUT_S):
+                server = self.peers.resources_server if part == Part.RESOURCES else self.peers.model_server
+                response = await self.peers.client.get(server_name=server, url_path=path)
+                payload = await response.read()
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return False  # not answering (yet): a supervised server is coming back
+        if response.status == 503 and _error_type(payload) == GAVE_UP_ERROR:
+            raise PartGone(f"the {part.value} is down for good: {payload[:300].decode(errors='replace')}")
+        if response.status == 404:  # not one of ours (no /status, no /endpoints): answering is all we can tell
+            return True
+        if response.status != 200:
+            return False
+        return _ready(part, json.loads(payload))
+
+
+def _ready(part: Part, status: dict) -> bool:
+    if part == Part.POLICY:
+        return any(endpoint.get("healthy") for endpoint in status.get("endpoints", []))
+    hosts = status.get("hosts") or []
+    return not hosts or any(h.get("healthy") and not h.get("draining") for h in hosts)
+
+
+def _error_type(payload: bytes) -> str | None:
+    try:
+        error = json.loads(payload).get("error")
+    except (ValueError, AttributeError):
+        return None
+    return error.get("type") if isinstance(error, dict) else None
