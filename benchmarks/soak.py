@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fault-injection soak: many rollouts over every environment while parts of the service are killed.
 
-    python -m benchmarks.soak [--rollouts 1000] [--fault-every 10]      faults mode (make soak)
+    python -m benchmarks.soak [--rollouts 1000] [--fault-every 10] [--busy N]     faults mode (make soak)
     python -m benchmarks.soak --mode steady [--concurrency 256] [--minutes 10]
 
 faults: rollouts of all environments through the job API (the example rows, many samples each,
@@ -17,11 +17,17 @@ records, one fault is injected, the kinds in turn so each is exercised many time
   server      a resources server SIGKILLed (its supervisor starts it again)
   agent       an agent SIGKILLed mid-batch (started again; its journal brings its jobs back)
 and then the probe of issue 10 through ng_collect_rollouts: the SWE example x 10 with the SWE
-resources server SIGKILLed mid-collection. Keys (JSON, last line): submitted, records (= submitted),
-lost, duplicates, infra_failures_scored_as_reward (records without a failure whose reward is not
-the gold policy's 1.0: a fault scored as the task's outcome), leaked_processes and
-leaked_sandbox_dirs (after the stack stops), retried_ok, failures_by_type, faults, p99_rollout_s,
-collect_probe.
+resources server SIGKILLed mid-collection. Before the faults, `--baseline` rollouts run in the
+same stack without any (the fault-free p99). `--busy N`: N processes of other work spin on the
+CPUs for the whole run (a busy node: restarts are slow, and that is when retries ran out).
+Keys (JSON, last line): submitted, records (= submitted), lost, duplicates,
+infra_failures_scored_as_reward (records without a failure whose reward is not the gold policy's
+1.0: a fault scored as the task's outcome), usable_fraction (records that carry the task's own
+outcome: no failure, or a task failure), leaked_processes and leaked_sandbox_dirs (after the
+stack stops), retried_ok, failures_by_type, faults, p99_rollout_s and p99_rollout_s_fault_free,
+retry_wait_s_p99, collect_probe. Every record received is written to
+results/bench/soak/records.jsonl, and the full record of anything counted as duplicated or
+scored (and the ids of the lost) to suspects.jsonl.
 
 steady: `--concurrency` math rollouts in flight for `--minutes`, policy latency per turn, no faults:
 the servers' RSS growth and open fds over the run (rss_growth_pct, fd_growth: measured idle after
@@ -37,6 +43,8 @@ import os
 import random
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -48,7 +56,7 @@ from pathlib import Path
 from benchmarks.common import emit, raise_fd_limit
 from prorl_gym.client import ProRLClient, agent_url
 from prorl_gym.environments import Environment, all_config_paths, discover
-from prorl_gym.jsonl import read_jsonl
+from prorl_gym.jsonl import read_jsonl, write_jsonl
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.pipeline.aggregate import percentile
 from prorl_gym.sandbox.backends.local import processes_mounting
@@ -79,7 +87,7 @@ def soak_stack(envs: list[Environment], log_dir: Path, latency_ms: int, run_work
         overrides += [
             f"+{env.server_key}.sandbox.root_dir={roots[env.name]}",
             f"+{env.server_key}.sandbox.command_timeout_s=5",  # a hung tool call is interrupted after this
-            f"+{env.agent_key}.retry.max_attempts=8",  # 0.5 s to 32 s apart: outlasts servers restarting under load
+            f"+{env.agent_key}.retry.max_attempts=8",  # each attempt waits for the part it needs to be back
             f"+{env.agent_key}.retry.backoff_s=0.5",
             f"+{env.agent_key}.limits.policy_call_timeout_s=20",
             f"+{env.agent_key}.max_run_workers={run_workers}",
@@ -227,32 +235,32 @@ def _is_supervised_in(pid: int, session: int, folder: Path) -> bool:
 # ---------------------------------------------------------------------- the faults mode
 
 
-async def run_faults(soak: SoakStack, rollouts: int, fault_every: int, seed: int = 0) -> dict:
+async def run_rollouts(soak: SoakStack, rollouts: int, fault_every: int | None, seed: int = 0) -> Run:
+    """`rollouts` over every environment through the job API; a fault after every `fault_every`
+    finished records (None: no faults)."""
     rng = random.Random(seed)
     faults = Faults(soak, rng)
     per_env = {
         env.name: rollouts // len(soak.envs) + (i < rollouts % len(soak.envs)) for i, env in enumerate(soak.envs)
     }
-    received: dict[str, list[RolloutRecord]] = {env.name: [] for env in soak.envs}
+    run = Run(faults=faults)
     finished = asyncio.Event()
-    kinds = iter(FAULTS * (rollouts // max(1, fault_every) + 1))
-    submitted, started = 0, time.perf_counter()
+    kinds = iter(FAULTS * (rollouts // max(1, fault_every or 1) + 1))
+    started = time.perf_counter()
 
     async def one_env(env: Environment) -> None:
-        nonlocal submitted
         rows = read_jsonl(env.example)
         samples = -(-per_env[env.name] // len(rows))
         async with ProRLClient(soak.agents[env.name], timeout_s=300) as client:
             batch = await _submit(client, rows, samples)
-            submitted += len(batch.job_ids)
+            run.submitted += batch.job_ids
             async for record in client.stream(batch.batch_id, reconnect_s=300):
-                received[env.name].append(record)
+                run.records.append(record)
 
     async def inject() -> None:
         injected, kind = 0, next(kinds)
-        while not finished.is_set():
-            total = sum(map(len, received.values()))
-            if total >= (injected + 1) * fault_every and await asyncio.to_thread(faults.inject, kind):
+        while fault_every and not finished.is_set():
+            if len(run.records) >= (injected + 1) * fault_every and await asyncio.to_thread(faults.inject, kind):
                 injected, kind = injected + 1, next(kinds)  # a kind with nothing to break now is tried again
             await asyncio.sleep(0.2)
 
@@ -262,23 +270,53 @@ async def run_faults(soak: SoakStack, rollouts: int, fault_every: int, seed: int
     finally:
         finished.set()
         await injector
-    wall = time.perf_counter() - started
-    records = [r for env_records in received.values() for r in env_records]
-    ids = Counter(r.job_id for r in records)
-    return {
-        "submitted": submitted,
-        "records": len(ids),
-        "lost": submitted - len(ids),
-        "duplicates": sum(n - 1 for n in ids.values()),
-        "infra_failures_scored_as_reward": sum(r.failure is None and r.reward != 1.0 for r in records),
-        "retried_ok": sum(r.failure is None and r.attempts > 1 for r in records),
-        "failures_by_type": dict(Counter(r.failure.type.value for r in records if r.failure)),
-        "failure_examples": {r.failure.type.value: r.failure.message[:300] for r in records if r.failure},
-        "faults": dict(faults.done),
-        "p99_rollout_s": round(percentile([r.timings.get("total_s", 0.0) for r in records], 99) or 0.0, 2),
-        "wall_s": round(wall, 1),
-        "rollouts_per_min": round(len(records) / wall * 60, 1),
-    }
+    run.wall_s = time.perf_counter() - started
+    return run
+
+
+@dataclass
+class Run:
+    faults: Faults
+    submitted: list[str] = field(default_factory=list)  # job ids
+    records: list[RolloutRecord] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    def p99(self, key: str) -> float:
+        return round(percentile([r.timings.get(key, 0.0) for r in self.records], 99) or 0.0, 2)
+
+    def results(self, out: Path) -> dict:
+        """The figures, and every record written to out/records.jsonl; what counts against the run
+        (lost, duplicated, a fault scored as an outcome) also to out/suspects.jsonl, whole."""
+        records = self.records
+        ids = Counter(r.job_id for r in records)
+        scored = [r for r in records if r.failure is None and r.reward != 1.0]
+        duplicated = [r for r in records if ids[r.job_id] > 1]
+        lost = sorted(set(self.submitted) - set(ids))
+        out.mkdir(parents=True, exist_ok=True)
+        write_jsonl(out / "records.jsonl", [r.wire() for r in records])
+        write_jsonl(
+            out / "suspects.jsonl",
+            [{"why": "lost", "job_id": job_id} for job_id in lost]
+            + [{"why": "duplicate", **r.wire()} for r in duplicated]
+            + [{"why": "infra_failure_scored_as_reward", **r.wire()} for r in scored],
+        )
+        usable = [r for r in records if r.failure is None or not r.failure.infra]
+        return {
+            "submitted": len(self.submitted),
+            "records": len(ids),
+            "lost": len(lost),
+            "duplicates": sum(n - 1 for n in ids.values()),
+            "infra_failures_scored_as_reward": len(scored),
+            "usable_fraction": round(len({r.job_id for r in usable}) / max(1, len(self.submitted)), 4),
+            "retried_ok": sum(r.failure is None and r.attempts > 1 for r in records),
+            "failures_by_type": dict(Counter(r.failure.type.value for r in records if r.failure)),
+            "failure_examples": {r.failure.type.value: r.failure.message[:300] for r in records if r.failure},
+            "faults": dict(self.faults.done),
+            "p99_rollout_s": self.p99("total_s"),
+            "retry_wait_s_p99": self.p99("retry_wait_s"),
+            "wall_s": round(self.wall_s, 1),
+            "rollouts_per_min": round(len(records) / self.wall_s * 60, 1) if self.wall_s else None,
+        }
 
 
 async def _submit(client: ProRLClient, rows: list[dict], samples: int):
@@ -328,10 +366,16 @@ def leaks(session: int, roots: dict[str, Path]) -> dict:
     return {"leaked_processes": len(processes), "leaked_sandbox_dirs": len(dirs) + len(leases)}
 
 
-def soak_faults(rollouts: int, fault_every: int, envs: list[Environment], log_dir: Path, probe_repeats: int) -> dict:
+def soak_faults(
+    rollouts: int, fault_every: int, envs: list[Environment], log_dir: Path, probe_repeats: int, baseline: int = 0
+) -> dict:
     swe = next((e for e in envs if e.name == "swe"), envs[0])
     with soak_stack(envs, log_dir, latency_ms=150) as soak:
-        results = asyncio.run(run_faults(soak, rollouts, fault_every))
+        fault_free = asyncio.run(run_rollouts(soak, baseline, None)) if baseline else None
+        results = asyncio.run(run_rollouts(soak, rollouts, fault_every)).results(log_dir)
+        if fault_free is not None:
+            results["p99_rollout_s_fault_free"] = fault_free.p99("total_s")
+            results["fault_free_rollouts"] = len(fault_free.records)
         if probe_repeats:
             results["collect_probe"] = collect_probe(soak, swe, probe_repeats, 10.0, log_dir)
         session, roots = soak.stack.session, dict(soak.roots)
@@ -435,6 +479,8 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=1000)
     parser.add_argument("--fault-every", type=int, default=10, help="a fault after every N finished records")
     parser.add_argument("--probe-repeats", type=int, default=10, help="ng_collect_rollouts probe: SWE example x N")
+    parser.add_argument("--baseline", type=int, default=200, help="fault-free rollouts first, in the same stack")
+    parser.add_argument("--busy", type=int, default=0, help="processes of other work spinning on the CPUs meanwhile")
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--minutes", type=float, default=10.0)
     args = parser.parse_args()
@@ -442,11 +488,28 @@ def main() -> None:
     log_dir = REPO_ROOT / "results" / "bench" / "soak"
     if log_dir.exists():
         shutil.rmtree(log_dir)
-    if args.mode == "faults":
-        results = soak_faults(args.rollouts, args.fault_every, discover(), log_dir, args.probe_repeats)
-        emit("soak", results)
-    else:
-        emit("soak_steady", soak_steady(args.concurrency, args.minutes, log_dir))
+    with busy_node(args.busy):
+        if args.mode == "faults":
+            results = soak_faults(
+                args.rollouts, args.fault_every, discover(), log_dir, args.probe_repeats, args.baseline
+            )
+            emit("soak", results | {"busy_processes": args.busy})
+        else:
+            emit("soak_steady", soak_steady(args.concurrency, args.minutes, log_dir) | {"busy_processes": args.busy})
+
+
+@contextmanager
+def busy_node(processes: int):
+    """`processes` of other work spinning on the CPUs (at normal priority) while the block runs."""
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(processes)
+    ]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
 
 
 if __name__ == "__main__":

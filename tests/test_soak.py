@@ -3,12 +3,14 @@
 """The fault-injection soak in its short form (benchmarks/soak.py; `make soak` runs the full one):
 ~100 rollouts over every environment through the job API with every kind of fault injected, then
 ng_collect_rollouts with a resources server killed. Nothing may be lost, duplicated, scored as a
-task outcome, or left behind."""
+task outcome, or left behind, and the faults cost no rollout its outcome (each is run again once
+what it needs is back); every record is kept."""
 
 from __future__ import annotations
 
 from benchmarks.soak import FAULTS, soak_faults
 from prorl_gym.environments import discover
+from prorl_gym.jsonl import read_jsonl
 
 
 def test_short_soak_loses_nothing_under_every_kind_of_fault(tmp_path):
@@ -16,6 +18,9 @@ def test_short_soak_loses_nothing_under_every_kind_of_fault(tmp_path):
     assert results["records"] == results["submitted"] == 100, results
     assert (results["lost"], results["duplicates"]) == (0, 0), results
     assert results["infra_failures_scored_as_reward"] == 0, results
+    assert results["usable_fraction"] >= 0.98 and results["retried_ok"] > 0, results
+    assert len(read_jsonl(tmp_path / "logs" / "records.jsonl")) == 100
+    assert read_jsonl(tmp_path / "logs" / "suspects.jsonl", missing_ok=True) == []
     assert set(results["faults"]) == set(FAULTS), results  # every kind found something to break
     assert (results["leaked_processes"], results["leaked_sandbox_dirs"]) == (0, 0), results
     probe = results["collect_probe"]
