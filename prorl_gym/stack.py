@@ -89,6 +89,7 @@ class Stack:
     head_port: int = field(default_factory=free_port)
     policy_port: int = field(default_factory=free_port)
     root: Path = REPO_ROOT  # where ng_run runs (config and server paths are relative to it)
+    env: dict[str, str] = field(default_factory=dict)  # more environment for every process it starts
     _procs: list[subprocess.Popen] = field(default_factory=list)
 
     @property
@@ -138,7 +139,8 @@ class Stack:
     def environment(self) -> dict[str, str]:
         """Of the processes it starts: its own job journal (under its logs) unless one is chosen."""
         journal = os.environ.get("PRORL_JOURNAL_DIR") or str(self.log_dir / "journal")
-        return os.environ | {"PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0", "PRORL_JOURNAL_DIR": journal}
+        ours = {"PYTHONUNBUFFERED": "1", "RAY_USAGE_STATS_ENABLED": "0", "PRORL_JOURNAL_DIR": journal}
+        return os.environ | ours | self.env
 
     def start(self) -> None:
         overrides = list(self.overrides)

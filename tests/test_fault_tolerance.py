@@ -3,7 +3,9 @@
 """One component's death is not everyone's, and nothing is lost: on a real stack (math under
 ng_run, the scripted policy with 300 ms per turn), a resources server and the agent are SIGKILLed
 in the middle of collections; every row still gets exactly one record, the servers come back,
-and nothing of their sandboxes is left. Metrics are scraped along the way."""
+and nothing of their sandboxes is left. The servers come back slowly (their supervisors wait
+RESTART_DELAY_S before a restart, as on a busy node): the rollouts they held wait for them, not
+for a fixed schedule. Metrics are scraped along the way."""
 
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ from prorl_gym.testing import supervised_server
 MATH = environment("math")
 AGENT = f"+{MATH.agent_key}"
 MATH_AGENT_FOLDER = Path(REPO_ROOT, "responses_api_agents/prorl_agent")
+# Longer than the whole fixed retry schedule of before (2 + 4 + 8 s), which lost such rollouts.
+RESTART_DELAY_S = 20
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +42,6 @@ def stack(tmp_path_factory):
     sandbox_root.chmod(0o711)
     overrides = [
         f"+{MATH.server_key}.sandbox.root_dir={sandbox_root}",
-        f"{AGENT}.retry.max_attempts=6",  # a restarting server takes seconds: enough attempts to outlast it
         f"{AGENT}.retry.backoff_s=0.5",
         f"{AGENT}.limits.policy_call_timeout_s=10",
     ]
@@ -49,6 +52,7 @@ def stack(tmp_path_factory):
         policy_data=[str(MATH.example)],
         policy_args=["--latency-ms", "300"],
         log_dir=logs,
+        env={"PRORL_RESTART_DELAY_S": str(RESTART_DELAY_S)},
     ) as stack:
         stack.tmp = logs.parent
         stack.sandbox_root = sandbox_root
@@ -86,6 +90,8 @@ def test_a_resources_server_killed_mid_collection_loses_no_row(stack):
     retried = [r for r in records if r["attempts"] > 1]
     assert retried, "the rollouts the dead server held were run again"
     assert all(f["infra"] for r in retried for f in r["attempt_failures"])
+    waits = [r["timings"]["retry_wait_s"] for r in retried]
+    assert min(waits) > 0 and max(waits) >= RESTART_DELAY_S  # they waited for it to be back, however long
     assert supervised_server(stack.session, MATH.folder) != killed  # started again, in the same stack
     assert stack._procs[-1].poll() is None, "ng_run went down with a server"
 
