@@ -1,7 +1,9 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 """Through NeMo Gym's CLI: ng_run with two policy endpoints given as a Hydra list, real
-rollouts by the ProRL agent (math), and one endpoint killed in the middle of a collection."""
+rollouts by the ProRL agent (math), and one endpoint killed in the middle of a collection, after
+its rollouts' first turns: whatever they had generated, they run again from a fresh INIT on the
+survivor and every row gets its reward."""
 
 import asyncio
 import json
@@ -24,6 +26,14 @@ CONFIGS = [
     "responses_api_models/balanced_vllm_model/configs/balanced_vllm_model.yaml",
 ]
 MODEL = "policy_model.responses_api_models.balanced_vllm_model"
+
+
+def answered(port: int, url: str) -> int:
+    """Policy calls the model server has had answered by endpoint `url` (its /metrics)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    prefix = f'prorl_policy_call_seconds_count{{endpoint="{url}",outcome="ok"}} '
+    return sum(int(float(line[len(prefix) :])) for line in text.splitlines() if line.startswith(prefix))
 
 
 def endpoints(port: int) -> dict[str, dict]:
@@ -55,18 +65,21 @@ def test_two_endpoints_from_the_cli_and_one_dies_mid_collection(tmp_path, sandbo
         with Stack(CONFIGS, overrides=overrides, log_dir=tmp_path / "logs") as stack:
             assert list(endpoints(model_port)) == [doomed.url, survivor.url]
             # Ten concurrent rollouts of 2 turns (1.5 s each): kill one endpoint once all ten
-            # sessions are placed (five each) and before any rollout is done.
+            # sessions are placed (five each) and its five have their first turn, mid-way.
             output = tmp_path / "rollouts.jsonl"
             with ThreadPoolExecutor(1) as pool:
                 collection = pool.submit(stack.collect, "math_agent", EXAMPLE, output, num_repeats=2)
                 deadline = time.monotonic() + 60
-                while [e["sessions"] for e in endpoints(model_port).values()] != [5, 5]:
+                while [e["sessions"] for e in endpoints(model_port).values()] != [5, 5] or answered(
+                    model_port, doomed.url
+                ) < 5:
                     assert time.monotonic() < deadline and not collection.done(), endpoints(model_port)
                     time.sleep(0.05)
                 doomed.kill()
                 collection.result(timeout=120)
-            # The five rollouts on the dead endpoint had no policy output yet: an infrastructure
-            # failure, so the agent ran them again, on the survivor; every row has its reward.
+            # The five rollouts on the dead endpoint had policy output already; its death is still
+            # the infrastructure's failure, so the agent ran them again, from a fresh INIT, on the
+            # survivor; every row has its reward.
             assert not read_jsonl(output.with_name("rollouts_failures.jsonl"), missing_ok=True)
             records = read_jsonl(output, missing_ok=True)
             assert [r["reward"] for r in records] == [1.0] * 10
