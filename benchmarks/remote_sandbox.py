@@ -1,7 +1,7 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 """Sandboxes on Ray sandbox hosts against local ones, in one run, on a real 3-node Ray cluster on
-this machine (three raylets; prorl_gym/sandbox/ray/local_cluster.py):
+this machine (three raylets; prorl_gym/sandbox/backends/ray/local_cluster.py):
 
   latency   a bash `echo` through a remote sandbox (an actor call to its host) vs a local one
   start     sandbox start (bubblewrap + bash) on a host vs in this process
@@ -27,8 +27,8 @@ import time
 
 from benchmarks.common import emit, ms, raise_fd_limit, sandbox_root
 from prorl_gym.sandbox import SandboxLostError, SandboxSpec, create_sandbox
-from prorl_gym.sandbox.backends.ray import RayBackend
-from prorl_gym.sandbox.ray.local_cluster import LocalRayCluster
+from prorl_gym.sandbox.backends.ray.backend import RayBackend
+from prorl_gym.sandbox.backends.ray.local_cluster import LocalRayCluster
 
 TARGETS = {"added_bash_echo_p50_ms": 2.0, "spread_max_over_min": 1.2, "failover_s": 5.0, "lost_as_reward": 0}
 

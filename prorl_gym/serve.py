@@ -35,7 +35,7 @@ from pathlib import Path
 
 from prorl_gym.environments import all_config_paths, discover
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.sandbox.backends.ray import RayOptions
+from prorl_gym.sandbox.backends.ray.options import RayOptions
 from prorl_gym.stack import Stack, StackError, run_cli
 
 

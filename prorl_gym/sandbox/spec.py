@@ -27,11 +27,6 @@ def default_python() -> str:
     return str(sandbox) if sandbox.exists() else sys.executable
 
 
-# The environment of every process inside a sandbox, whatever the backend (an allow-list: nothing of
-# the server's own environment), before PATH, HOME and TMPDIR of the backend and the spec's own `env`.
-SANDBOX_ENV = {"LANG": "C.UTF-8", "TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat", "PYTHONUNBUFFERED": "1"}
-
-
 class ResourceLimits(BaseModel):
     """Enforced per sandbox with rlimits (rootless, portable) and tmpfs sizes.
 

@@ -15,9 +15,9 @@ import pytest
 
 from prorl_gym.environments import environment
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.sandbox.backends.local import processes_naming
+from prorl_gym.sandbox.backends.local.processes import processes_naming
+from prorl_gym.sandbox.backends.ray.local_cluster import NODE_IP
 from prorl_gym.sandbox.leases import read_leases
-from prorl_gym.sandbox.ray.local_cluster import NODE_IP
 from prorl_gym.stack import BIN, collected_records, free_port
 from tests.slurm_cluster import LocalSlurm, available
 

@@ -21,17 +21,11 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.sandbox import SandboxSpec, SandboxStartError, create_sandbox, get_backend
-from prorl_gym.sandbox.apptainer_pull import dataset_images
-from prorl_gym.sandbox.apptainer_pull import main as pull_main
-from prorl_gym.sandbox.backends import apptainer
-from prorl_gym.sandbox.backends.apptainer import (
-    ApptainerBackend,
-    ApptainerError,
-    ApptainerOptions,
-    nproc_counted_per_sandbox,
-)
-from prorl_gym.sandbox.backends.apptainer_cli import (
+from prorl_gym.sandbox.backends.apptainer import backend as apptainer
+from prorl_gym.sandbox.backends.apptainer.backend import ApptainerBackend, nproc_counted_per_sandbox
+from prorl_gym.sandbox.backends.apptainer.cli import (
     MAX_NAME,
+    ApptainerError,
     env_file_text,
     exec_prefix,
     host_env,
@@ -44,6 +38,9 @@ from prorl_gym.sandbox.backends.apptainer_cli import (
     pull_env,
     sif_path,
 )
+from prorl_gym.sandbox.backends.apptainer.options import ApptainerOptions
+from prorl_gym.sandbox.backends.apptainer.pull import dataset_images
+from prorl_gym.sandbox.backends.apptainer.pull import main as pull_main
 from prorl_gym.sandbox.leases import read_leases, reap_stale
 from prorl_gym.sandbox.owner import owner_id
 from prorl_gym.sandbox.spec import Bind, ResourceLimits

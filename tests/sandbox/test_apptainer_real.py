@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
-from prorl_gym.sandbox.backends.apptainer import ApptainerOptions, config_dir_of
-from prorl_gym.sandbox.backends.apptainer_cli import instance_name
-from prorl_gym.sandbox.backends.local import processes_naming
+from prorl_gym.sandbox.backends.apptainer.cli import instance_name
+from prorl_gym.sandbox.backends.apptainer.options import ApptainerOptions, config_dir_of
+from prorl_gym.sandbox.backends.local.processes import processes_naming
 from prorl_gym.sandbox.spec import ResourceLimits
 
 IMAGE = os.environ.get("PRORL_APPTAINER_TEST_IMAGE")

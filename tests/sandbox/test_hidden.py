@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.sandbox import create_sandbox
-from prorl_gym.sandbox.backends import hidden
+from prorl_gym.sandbox.backends.local import hidden
 from prorl_gym.sandbox.spec import Bind
 
 

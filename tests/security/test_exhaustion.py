@@ -237,7 +237,7 @@ async def test_infinite_loop_times_out_and_state_survives(make):
 
 async def test_cpu_time_limit_kills_cpu_hog_with_sigxcpu(make):
     """Limits documents "CPU time -> SIGXCPU" (bash: 128 + 24 = 152). prlimit --cpu=N sets the
-    soft and the hard limit to N (prorl_gym/sandbox/backends/bwrap.py, prlimit_prefix), and at
+    soft and the hard limit to N (prorl_gym/sandbox/backends/local/bwrap.py, prlimit_prefix), and at
     the hard limit the kernel sends SIGKILL: the agent sees "Killed", 137, like any kill -9."""
     sb = await make(limits=LIMITS.model_copy(update={"cpu_time_s": 1}))
     result = await sb.bash("python3 -c 'while True: pass'; echo rc=$?", timeout=20)

@@ -70,7 +70,7 @@ async def test_background_and_detached_processes_die_at_close(make):
 
 async def test_failed_start_leaves_no_sandbox_running(module_root):
     """A start that times out (a loaded host) must not leave the half-started sandbox behind.
-    BwrapPlacement.start (prorl_gym/sandbox/backends/bwrap.py) reads bwrap's child pid, then
+    BwrapPlacement.start (prorl_gym/sandbox/backends/local/bwrap.py) reads bwrap's child pid, then
     waits for pid 1's "ready"; on a timeout in between it calls close() while self.init_pid
     is still -1 (it is only set after the wait), so only bwrap is killed and the sandbox's pid 1
     lives on, re-parented to the host's init, for ever. The timeout is swept around the

@@ -94,9 +94,9 @@ class SandboxFactory(Protocol):
 
 # name -> "module:class", imported on first use so an unused backend costs nothing.
 BACKENDS: dict[str, str] = {
-    "local": "prorl_gym.sandbox.backends.local:LocalBackend",
-    "apptainer": "prorl_gym.sandbox.backends.apptainer:ApptainerBackend",
-    "ray": "prorl_gym.sandbox.backends.ray:RayBackend",
+    "local": "prorl_gym.sandbox.backends.local.backend:LocalBackend",
+    "apptainer": "prorl_gym.sandbox.backends.apptainer.backend:ApptainerBackend",
+    "ray": "prorl_gym.sandbox.backends.ray.backend:RayBackend",
 }
 
 

@@ -16,12 +16,12 @@ import ray
 
 from prorl_gym.sandbox import Sandbox, SandboxFileNotFound, SandboxLostError, SandboxSpec, SandboxStartError
 from prorl_gym.sandbox import create_sandbox as create
-from prorl_gym.sandbox.backends.local import processes_mounting, processes_naming
-from prorl_gym.sandbox.backends.ray import RayBackend
+from prorl_gym.sandbox.backends.local.processes import processes_mounting, processes_naming
+from prorl_gym.sandbox.backends.ray.backend import RayBackend
+from prorl_gym.sandbox.backends.ray.local_cluster import LocalRayCluster
+from prorl_gym.sandbox.backends.ray.sandbox import RemoteSandbox
 from prorl_gym.sandbox.fork import staging_spec
 from prorl_gym.sandbox.leases import read_leases
-from prorl_gym.sandbox.ray.local_cluster import LocalRayCluster
-from prorl_gym.sandbox.ray.sandbox import RemoteSandbox
 
 
 @pytest.fixture(scope="module")

@@ -19,9 +19,9 @@ import pytest
 
 from prorl_gym.environments import all_config_paths, discover
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.sandbox.backends.local import processes_mounting
+from prorl_gym.sandbox.backends.local.processes import processes_mounting
+from prorl_gym.sandbox.backends.ray.local_cluster import LocalRayCluster
 from prorl_gym.sandbox.leases import read_leases
-from prorl_gym.sandbox.ray.local_cluster import LocalRayCluster
 from prorl_gym.serve import wait_for_host_nodes
 from prorl_gym.stack import Stack, collected_records
 

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """A sandbox host: the sandboxes of one node, created and driven there.
 
-hosts.py runs it as a Ray actor pinned to its node; it is a plain class so that it can be
+placer.py runs it as a Ray actor pinned to its node; it is a plain class so that it can be
 tested without Ray. Sandboxes are made by the inner backend (bubblewrap, Apptainer) exactly
 as on one machine: the pty, the kernel sockets and the files never leave the node, only
 calls and their results cross the network. At start it reaps what an earlier host on this

@@ -1,8 +1,9 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""Pre-pull every distinct Apptainer image a dataset needs, ahead of time.
+"""Images for the apptainer backend: the cached .sif of a URI, pulled first if absent (pull_image,
+what a sandbox start uses), and the command that pre-pulls every image a dataset needs, ahead of time:
 
-    python -m prorl_gym.sandbox.apptainer_pull data/swe.jsonl [more.jsonl ...] \
+    python -m prorl_gym.sandbox.backends.apptainer.pull data/swe.jsonl [more.jsonl ...] \
         [--field image] [--cache-dir DIR] [--binary apptainer] [--jobs 2] [--dry-run]
 
 Run it on a node with network (an HPC login node: compute nodes are often offline). Each
@@ -16,11 +17,42 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
+import os
 import shutil
 import sys
 from pathlib import Path
 
-from prorl_gym.sandbox.backends.apptainer import INSTALL_HINT, ApptainerError, pull_image, sif_path
+from prorl_gym.sandbox.backends.apptainer.cli import INSTALL_HINT, ApptainerError, pull_argv, pull_env, run, sif_path
+
+log = logging.getLogger(__name__)
+PULL_HINT = (
+    "pre-pull images on a node with network (e.g. a login node): "
+    "python -m prorl_gym.sandbox.backends.apptainer.pull <dataset.jsonl>"
+)
+
+_pull_locks: dict[Path, asyncio.Lock] = {}
+
+
+async def pull_image(
+    uri: str, cache_dir: str | Path | None = None, binary: str = "apptainer", timeout: float | None = None
+) -> Path:
+    """The cached .sif of a docker://, oras://, library:// ... `uri`, pulled first if absent."""
+    dest = sif_path(uri, cache_dir)
+    async with _pull_locks.setdefault(dest, asyncio.Lock()):  # one pull per image per process
+        if dest.exists():
+            return dest
+        if shutil.which(binary) is None:
+            raise ApptainerError(f"{binary!r} not found to pull {uri}: {INSTALL_HINT}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(f".{dest.stem}.{os.getpid()}.tmp.sif")  # concurrent pullers never see half a file
+        log.info("pulling %s to %s", uri, dest)
+        code, out = await run(pull_argv(uri, tmp, binary), timeout, pull_env(os.environ))
+        if code != 0:
+            tmp.unlink(missing_ok=True)
+            raise ApptainerError(f"{binary} pull {uri} failed (exit {code}): {out}\n{PULL_HINT}")
+        os.replace(tmp, dest)
+    return dest
 
 
 def dataset_images(paths: list[str | Path], field: str = "image") -> list[str]:
@@ -68,7 +100,8 @@ async def pull_all(images: list[str], cache_dir: str | None, binary: str, jobs: 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m prorl_gym.sandbox.apptainer_pull", description=__doc__.split("\n\n")[0]
+        prog="python -m prorl_gym.sandbox.backends.apptainer.pull",
+        description="Pre-pull every distinct Apptainer image a dataset needs, ahead of time.",
     )
     parser.add_argument("datasets", nargs="+", help="JSONL files, one task per line")
     parser.add_argument("--field", default="image", help="the row field naming the image (dotted for nested keys)")

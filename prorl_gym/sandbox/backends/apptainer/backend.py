@@ -5,7 +5,7 @@
 The shape of bwrap.py: one long-lived instance per sandbox holds the namespaces (its pid 1
 is Apptainer's init, which the sandbox cannot kill), and each runtime process (pty bash,
 IPython kernel, file shell) joins it with one long-lived `apptainer exec instance://<name>`.
-Our own command lines (apptainer_cli.py), not spython's: it runs `singularity --version`
+Our own command lines (cli.py), not spython's: it runs `singularity --version`
 before every call, hard-codes the binary, drops contain=True and exits the process on a
 missing bind path.
 
@@ -39,9 +39,10 @@ import resource
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from prorl_gym.sandbox.backends.apptainer_cli import (
+from prorl_gym.sandbox.backends.apptainer.cli import (
+    INSTALL_HINT,
     ApptainerError,
     ApptainerTimeout,
     StopResult,
@@ -53,53 +54,29 @@ from prorl_gym.sandbox.backends.apptainer_cli import (
     join_argv,
     kill_master,
     limits_prefix,
-    pull_argv,
-    pull_env,
     read_instance,
     remove_instance_files,
     run,
-    sif_path,
     stop,
     write_env_file,
 )
+from prorl_gym.sandbox.backends.apptainer.options import ApptainerOptions, config_dir_of
+from prorl_gym.sandbox.backends.apptainer.pull import pull_image
 from prorl_gym.sandbox.backends.base import private_dir_of
+from prorl_gym.sandbox.backends.inside import SANDBOX_ENV
 from prorl_gym.sandbox.limits import ulimit_command
-from prorl_gym.sandbox.spec import SANDBOX_ENV, BackendOptions, ResourceLimits, SandboxSpec
+from prorl_gym.sandbox.spec import ResourceLimits, SandboxSpec
 
 if TYPE_CHECKING:
     from prorl_gym.sandbox.leases import Lease
 
 log = logging.getLogger(__name__)
-INSTALL_HINT = "the apptainer backend needs Apptainer on PATH (`module load apptainer` on most clusters, or the \
-`apptainer` package), or SingularityCE with apptainer.binary: singularity"
-PULL_HINT = "pre-pull images on a node with network (e.g. a login node): python -m prorl_gym.sandbox.apptainer_pull <dataset.jsonl>"
 STOP_TIMEOUT_S = 30.0
 # After a start timed out, its instance (detached by the starter) may still register: how long
 # close() keeps stopping it by name, and how long a reaper waits before forgetting such a lease.
 LATE_START_GRACE_S = 15.0
 ABANDONED_GRACE_S = 600.0
 NPROC_PER_NAMESPACE_KERNEL = (5, 14)  # RLIMIT_NPROC counted per user namespace from here on
-
-
-class ApptainerOptions(BackendOptions):
-    kind: Literal["apptainer"] = "apptainer"
-    binary: str = "apptainer"  # or "singularity" (SingularityCE / older clusters)
-    fakeroot: bool = False  # --fakeroot: root inside, the user outside (needs subuid or user namespaces)
-    cache_dir: str | None = (
-        None  # where pulled .sif images are kept (default: $APPTAINER_CACHEDIR or ~/.apptainer/cache)
-    )
-    # dir: writes to the image go to <private>/overlay on the node's disk (needs user namespaces with
-    # kernel overlayfs, or fuse-overlayfs; a site that refuses it falls back to tmpfs with a warning).
-    # tmpfs: --writable-tmpfs, capped by the site's `sessiondir max size` (64 MiB by default).
-    overlay: Literal["dir", "tmpfs"] = "dir"
-    disk_copies: tuple[str, ...] = ()  # image directories copied to the sandbox's disk, bound back writable
-    config_dir: str | None = None  # APPTAINER_CONFIGDIR of the instances (default: <root_dir>/.apptainer)
-    nproc: Literal["auto", "enforce", "off"] = "auto"  # limits.processes: see the module docstring
-    extra_args: tuple[str, ...] = ()  # appended to `instance start`
-
-
-def config_dir_of(options: ApptainerOptions, root_dir: str | Path) -> Path:
-    return Path(options.config_dir) if options.config_dir else Path(root_dir) / ".apptainer"
 
 
 def container_env(spec: SandboxSpec) -> dict[str, str]:
@@ -156,30 +133,6 @@ def raise_nproc_soft_limit() -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
     if soft != hard:
         resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))
-
-
-_pull_locks: dict[Path, asyncio.Lock] = {}
-
-
-async def pull_image(
-    uri: str, cache_dir: str | Path | None = None, binary: str = "apptainer", timeout: float | None = None
-) -> Path:
-    """The cached .sif of a docker://, oras://, library:// ... `uri`, pulled first if absent."""
-    dest = sif_path(uri, cache_dir)
-    async with _pull_locks.setdefault(dest, asyncio.Lock()):  # one pull per image per process
-        if dest.exists():
-            return dest
-        if shutil.which(binary) is None:
-            raise ApptainerError(f"{binary!r} not found to pull {uri}: {INSTALL_HINT}")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.stem}.{os.getpid()}.tmp.sif")  # concurrent pullers never see half a file
-        log.info("pulling %s to %s", uri, dest)
-        code, out = await run(pull_argv(uri, tmp, binary), timeout, pull_env(os.environ))
-        if code != 0:
-            tmp.unlink(missing_ok=True)
-            raise ApptainerError(f"{binary} pull {uri} failed (exit {code}): {out}\n{PULL_HINT}")
-        os.replace(tmp, dest)
-    return dest
 
 
 _overlay_refused: set[str] = set()  # binaries whose site refused an --overlay dir: straight to tmpfs

@@ -30,7 +30,7 @@ import signal
 from collections.abc import Mapping
 from pathlib import Path
 
-from prorl_gym.sandbox.backends.bwrap import python_dirs
+from prorl_gym.sandbox.backends.inside import python_dirs
 from prorl_gym.sandbox.errors import SandboxStartError
 from prorl_gym.sandbox.limits import ulimit_command
 from prorl_gym.sandbox.owner import owner_id
@@ -64,6 +64,12 @@ FORWARD = ("PS1", "PS2")
 # Apptainer drops these from an --env-file silently (its shell's read-only variables).
 READ_ONLY_ENV = frozenset({"EUID", "GID", "HOME", "IFS", "OPTIND", "PWD", "UID"})
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+INSTALL_HINT = (
+    "the apptainer backend needs Apptainer on PATH (`module load apptainer` on most clusters, or the "
+    "`apptainer` package), or SingularityCE with apptainer.binary: singularity"
+)
 
 
 class ApptainerError(SandboxStartError):

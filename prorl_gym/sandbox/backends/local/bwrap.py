@@ -47,11 +47,12 @@ from pathlib import Path
 
 from prorl_gym.runtime.fdwait import fd_event
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, exits_by_itself, kill_session, reap
-from prorl_gym.sandbox.backends import hidden, shared_dirs
-from prorl_gym.sandbox.backends.shared_dirs import empty_base
+from prorl_gym.sandbox.backends.inside import SANDBOX_ENV, python_dirs
+from prorl_gym.sandbox.backends.local import hidden, shared_dirs
+from prorl_gym.sandbox.backends.local.shared_dirs import empty_base
 from prorl_gym.sandbox.errors import SandboxStartError
 from prorl_gym.sandbox.limits import prlimit_prefix, rlimits, ulimit_command
-from prorl_gym.sandbox.spec import SANDBOX_ENV, SandboxSpec
+from prorl_gym.sandbox.spec import SandboxSpec
 
 NS_GET_PARENT = 0xB702  # ioctl: the parent of a user namespace, as a new fd
 USERNS_FD = 3  # where joining processes find the sandbox's outer user namespace
@@ -84,23 +85,6 @@ def unprivileged_prefix(spec: SandboxSpec) -> list[str]:
         uid = spec.backend.host_uid
         return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
     return ["setpriv", "--no-new-privs", "--"]
-
-
-def python_dirs(python: str) -> list[str]:
-    """Directories the interpreter needs inside: its venv and, if outside /usr, its base install."""
-    exe = Path(python)
-    dirs = []
-    cfg = exe.parent.parent / "pyvenv.cfg"
-    if cfg.exists():
-        dirs.append(str(exe.parent.parent))
-        home = next(
-            (line.split("=", 1)[1].strip() for line in cfg.read_text().splitlines() if line.startswith("home")), ""
-        )
-        if home:
-            dirs.append(str(Path(home).parent))
-    else:
-        dirs.append(str(exe.resolve().parent.parent))
-    return [d for d in dict.fromkeys(dirs) if not d.startswith("/usr")]
 
 
 def sandbox_uid_for(spec: SandboxSpec) -> int:

@@ -30,14 +30,14 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from prorl_gym.sandbox.backends.ray.host import SandboxHost, locality_key
+from prorl_gym.sandbox.backends.ray.sandbox import RemoteSandbox, unwrap
 from prorl_gym.sandbox.errors import SandboxLostError, SandboxStartError
 from prorl_gym.sandbox.owner import owner_id
-from prorl_gym.sandbox.ray.host import SandboxHost, locality_key
-from prorl_gym.sandbox.ray.sandbox import RemoteSandbox, unwrap
 from prorl_gym.sandbox.spec import SandboxSpec
 
 if TYPE_CHECKING:
-    from prorl_gym.sandbox.backends.ray import RayOptions
+    from prorl_gym.sandbox.backends.ray.options import RayOptions
 
 log = logging.getLogger(__name__)
 LOCALITY_SLACK = 0.25  # a host that has the task's image/repository may be this much busier

@@ -24,7 +24,7 @@ from prorl_gym.sandbox.sandbox import Sandbox
 from prorl_gym.sandbox.spec import SandboxSpec
 
 if TYPE_CHECKING:
-    from prorl_gym.sandbox.ray.hosts import HostHandle
+    from prorl_gym.sandbox.backends.ray.placer import HostHandle
 
 
 class RemoteSandbox:
