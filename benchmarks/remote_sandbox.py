@@ -26,8 +26,7 @@ import statistics
 import time
 
 from benchmarks.common import emit, ms, raise_fd_limit, sandbox_root
-from prorl_gym.sandbox import SandboxLostError, SandboxSpec, create_sandbox
-from prorl_gym.sandbox.backends.ray.backend import RayBackend
+from prorl_gym.sandbox import SandboxLostError, SandboxSpec, create_sandbox, default_backends, get_backend
 from prorl_gym.sandbox.backends.ray.local_cluster import LocalRayCluster
 
 TARGETS = {"added_bash_echo_p50_ms": 2.0, "spread_max_over_min": 1.2, "failover_s": 5.0, "lost_as_reward": 0}
@@ -80,7 +79,7 @@ async def spread(spec: SandboxSpec, count: int, concurrency: int = 32) -> dict[s
 async def failover(cluster: LocalRayCluster, spec: SandboxSpec) -> dict:
     """Sandboxes on every host; one node is SIGKILLed. How its sandboxes' calls end, how long
     until the host set stops placing there, and where the next starts go."""
-    backend, sandboxes = RayBackend(), await asyncio.gather(*(create_sandbox(spec) for _ in range(6)))
+    backend, sandboxes = get_backend("ray"), await asyncio.gather(*(create_sandbox(spec) for _ in range(6)))
     victim = cluster.nodes[-1]
     on_victim = victim.node_id[:8]
     lost = [sb for sb in sandboxes if sb.host.endswith(on_victim)]
@@ -159,7 +158,7 @@ async def main_async(args: argparse.Namespace, cluster: LocalRayCluster, root: s
             flush=True,
         )
     finally:
-        await RayBackend().close()
+        await default_backends().close()  # the hosts this run started
     return results
 
 

@@ -38,7 +38,7 @@ from prorl_gym.resources.sessions import SandboxSessions, UnknownSessionError
 from prorl_gym.resources.shared_init import SharedInit, default_init_key
 from prorl_gym.resources.snapshots import SnapshotStore, UnknownSnapshotError
 from prorl_gym.resources.tools import TOOLS, Tool, ToolResult
-from prorl_gym.sandbox import Sandbox, SandboxError, SandboxLostError, SandboxSpec
+from prorl_gym.sandbox import Backends, Sandbox, SandboxError, SandboxLostError, SandboxSpec
 from prorl_gym.supervise import supervised
 from prorl_gym.verify.pool import VerifierCrashed, VerifierError, VerifierPool, VerifierTimeout
 from prorl_gym.verify.transcript import count_tool_calls
@@ -231,6 +231,12 @@ class SandboxResourcesServer(PlainASGIMiddleware, SimpleResourcesServer):
             "prorl_verify_seconds", "Verifies by outcome: ok, or the failure type", ("outcome",)
         )
         return m
+
+    @property
+    def backends(self) -> Backends:
+        """This server's sandbox backend instances: an evaluator's fresh sandbox starts through them
+        (create_sandbox(spec, backends=self.backends)), on the same hosts as the sessions'."""
+        return self._sessions.backends
 
     @property
     def verifiers(self) -> VerifierPool:

@@ -22,12 +22,12 @@ from prorl_gym.errors import ProrlError
 from prorl_gym.resources.shared_init import SharedInit
 from prorl_gym.resources.snapshots import SnapshotStore
 from prorl_gym.runtime.zygote import KernelZygote
-from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec, create_sandbox, get_backend
-from prorl_gym.sandbox.backends.base import SandboxFactory
+from prorl_gym.sandbox import Backends, Sandbox, SandboxError, SandboxSpec, create_sandbox, default_backends
+from prorl_gym.sandbox.backends.base import HasHosts
 from prorl_gym.sandbox.fork import staging_spec
-from prorl_gym.sandbox.leases import reap_stale
 from prorl_gym.sandbox.owner import short_hostname
 from prorl_gym.sandbox.pool import SandboxPool
+from prorl_gym.sandbox.reaper import reap_stale
 
 log = logging.getLogger(__name__)
 
@@ -47,16 +47,22 @@ class SandboxSessions:
         snapshots: SnapshotStore | None = None,
     ):
         self.spec = spec
+        self.backends = Backends()  # this server's backend instances, closed with it
+        self.backend = self.backends.get(spec)
         self.snapshots = snapshots or SnapshotStore()
         self.idle_ttl_s = idle_ttl_s
-        self.zygote = kernel_zygote_for(spec)
+        self.zygote = kernel_zygote_for(spec, self.backends)
         self._prepare = _warm_up_kernel if warm_kernels else None  # every new sandbox, pooled or not
-        self.pool = SandboxPool(spec, pool_size, zygote=self.zygote, prepare=self._prepare) if pool_size else None
+        self.pool = (
+            SandboxPool(spec, pool_size, zygote=self.zygote, prepare=self._prepare, backends=self.backends)
+            if pool_size
+            else None
+        )
         self._sandboxes: dict[str, Sandbox] = {}
         self.counts: Counter[str] = Counter()  # since start: sandboxes started, failed to start, kernels started
         self._last_used: dict[str, float] = {}
         self._sweeper: asyncio.Task | None = None
-        self.shared_init = shared_init if shared_init is not None and get_backend(spec).can_fork(spec) else None
+        self.shared_init = shared_init if shared_init is not None and self.backend.can_fork(spec) else None
         if shared_init is not None and self.shared_init is None:
             log.warning(
                 "share_init is on but %s sandboxes cannot fork: every rollout stages its task", spec.backend.kind
@@ -67,7 +73,7 @@ class SandboxSessions:
 
     async def start(self) -> None:
         Path(self.spec.root_dir).mkdir(parents=True, exist_ok=True)
-        await reap_stale(self.spec.root_dir)
+        await reap_stale(self.spec.root_dir, self.backends)
         if self.zygote:
             await self.zygote.start()
         if self.pool:
@@ -87,13 +93,12 @@ class SandboxSessions:
         sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
         self._last_used.clear()
         await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
-        if isinstance(backend := get_backend(self.spec), SandboxFactory):
-            await backend.close()  # the hosts this server holds on other nodes
+        await self.backends.close()  # e.g. the hosts this server holds on other nodes
 
     async def hosts(self) -> list[dict]:
         """Where sandboxes run: each remote host (live sandboxes, capacity, health, failures), or this one."""
-        if isinstance(backend := get_backend(self.spec), SandboxFactory):
-            return await backend.status()
+        if isinstance(self.backend, HasHosts):
+            return await self.backend.status()
         return [
             {
                 "name": short_hostname(),
@@ -108,10 +113,9 @@ class SandboxSessions:
 
     async def drain(self, host: str, draining: bool = True) -> dict:
         """Stop (or resume) new sandboxes on a remote host; KeyError for an unknown host."""
-        backend = get_backend(self.spec)
-        if not isinstance(backend, SandboxFactory):
+        if not isinstance(self.backend, HasHosts):
             raise KeyError(f"{self.spec.backend.kind!r} sandboxes have no hosts to drain")
-        return await backend.drain(host, draining)
+        return await self.backend.drain(host, draining)
 
     async def create(self, session_id: str, spec: SandboxSpec | None = None) -> Sandbox:
         """A fresh sandbox for this session (a stale one from a retried seed is closed first).
@@ -126,7 +130,7 @@ class SandboxSessions:
         """A fork of the task's template (see shared_init.py), staged by `stage` if there is none yet."""
 
         async def make_template():
-            staging = await create_sandbox(staging_spec(spec), zygote=self._zygote_for(spec))
+            staging = await create_sandbox(staging_spec(spec), zygote=self._zygote_for(spec), backends=self.backends)
             try:
                 await stage(staging)
                 return await staging.freeze(consume=True)  # its files become the template's, uncopied
@@ -156,12 +160,14 @@ class SandboxSessions:
 
     async def _new(self, spec: SandboxSpec | None) -> Sandbox:
         if spec is not None and spec != self.spec:
-            return await create_sandbox(spec, zygote=self._zygote_for(spec))
-        return await (self.pool.acquire() if self.pool else create_sandbox(self.spec, zygote=self.zygote))
+            return await create_sandbox(spec, zygote=self._zygote_for(spec), backends=self.backends)
+        if self.pool:
+            return await self.pool.acquire()
+        return await create_sandbox(self.spec, zygote=self.zygote, backends=self.backends)
 
     def _zygote_for(self, spec: SandboxSpec) -> KernelZygote | None:
         """The server's zygote, if its forks can join this spec's sandboxes."""
-        shares = self.zygote is not None and get_backend(spec).zygote_config(spec) == self.zygote.config
+        shares = self.zygote is not None and self.backends.get(spec).zygote_config(spec) == self.zygote.config
         return self.zygote if shares else None
 
     def get(self, session_id: str) -> Sandbox:
@@ -199,14 +205,14 @@ class SandboxSessions:
             if self.shared_init:
                 await self.shared_init.sweep()
             await self.snapshots.sweep()
-            await reap_stale(self.spec.root_dir)
+            await reap_stale(self.spec.root_dir, self.backends)
 
 
 def _warm_up_kernel(sandbox: Sandbox) -> None:
     sandbox.warm_up_kernel()  # the object's own method: a RemoteSandbox is not a Sandbox subclass
 
 
-def kernel_zygote_for(spec: SandboxSpec) -> KernelZygote | None:
+def kernel_zygote_for(spec: SandboxSpec, backends: Backends | None = None) -> KernelZygote | None:
     """The kernel zygote for this server's sandboxes, if their backend forks kernels; started with the sessions."""
-    config = get_backend(spec).zygote_config(spec)
+    config = (backends if backends is not None else default_backends()).get(spec).zygote_config(spec)
     return KernelZygote(config) if config is not None else None

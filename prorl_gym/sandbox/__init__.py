@@ -5,7 +5,8 @@
 from prorl_gym.runtime.files import EditError, SandboxFileError, SandboxFileNotFound, SandboxFileTooLarge
 from prorl_gym.runtime.kernel import PythonResult
 from prorl_gym.runtime.shell import ShellResult
-from prorl_gym.sandbox.backends.base import UnknownBackendError, get_backend
+from prorl_gym.sandbox.backends.kinds import RunsImages, UnknownBackendError
+from prorl_gym.sandbox.backends.registry import Backends, default_backends, get_backend
 from prorl_gym.sandbox.errors import (
     SandboxClosedError,
     SandboxError,
@@ -18,10 +19,12 @@ from prorl_gym.sandbox.sandbox import Sandbox, create_sandbox
 from prorl_gym.sandbox.spec import Bind, ResourceLimits, SandboxSpec
 
 __all__ = [
+    "Backends",
     "Bind",
     "ResourceLimits",
     "EditError",
     "PythonResult",
+    "RunsImages",
     "Sandbox",
     "SandboxClosedError",
     "SandboxError",
@@ -36,5 +39,6 @@ __all__ = [
     "ShellResult",
     "UnknownBackendError",
     "create_sandbox",
+    "default_backends",
     "get_backend",
 ]

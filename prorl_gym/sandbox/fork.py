@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap
-from prorl_gym.sandbox.backends.base import get_backend, private_dir_of
 from prorl_gym.sandbox.errors import SandboxError
+from prorl_gym.sandbox.layout import private_dir_of
 from prorl_gym.sandbox.leases import lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
 
@@ -141,7 +141,8 @@ class Template:
         self.spec = parent.spec.model_copy(update={"template_dir": str(directory / "files"), "staging": False})
         self.python_state = python_state
         self.dropped = dropped  # Python names that could not be carried over
-        self._zygote = parent._zygote
+        self._backend = parent.backend
+        self._zygote = parent.zygote
         self._edit_history = copy.deepcopy(parent.edit_history)
         self._forks: set[str] = set()
         self._closed = False
@@ -149,14 +150,14 @@ class Template:
     async def spawn(self, n: int = 1, ids: list[str] | None = None) -> list[Sandbox]:
         """n sandboxes starting from this template (with these ids, if given); all start or none
         (the started are closed)."""
-        from prorl_gym.sandbox.sandbox import create_sandbox
+        from prorl_gym.sandbox.sandbox import start_sandbox
 
         if self._closed:
             raise SandboxForkError(f"template {self.id} is closed")
         ids = list(ids) if ids is not None else [secrets.token_hex(6) for _ in range(n)]
         self._forks.update(ids)  # held from now: a fork that fails to start releases its own
         started = await asyncio.gather(
-            *(create_sandbox(self.spec, i, self._zygote, on_close=self._fork_closed) for i in ids),
+            *(start_sandbox(self._backend, self.spec, i, self._zygote, self._fork_closed) for i in ids),
             return_exceptions=True,
         )
         forks = [s for s in started if not isinstance(s, BaseException)]
@@ -203,10 +204,10 @@ def staging_spec(spec: SandboxSpec) -> SandboxSpec:
 async def freeze(sandbox: Sandbox, timeout: float = 60.0, consume: bool = False) -> Template:
     """Freeze a sandbox's current state into a template; the sandbox itself goes on unchanged, or,
     with `consume`, is closed (one made with `staging_spec` on bubblewrap gives its files uncopied)."""
-    if not get_backend(sandbox.spec).can_fork(sandbox.spec):
+    if not sandbox.backend.can_fork(sandbox.spec):
         raise SandboxForkError(f"sandbox {sandbox.id}: its backend ({sandbox.spec.backend.kind}) cannot fork")
     template_id = f"tpl-{secrets.token_hex(6)}"
-    directory = private_dir_of(sandbox.spec, template_id)
+    directory = private_dir_of(sandbox.spec.root_dir, template_id)
     # A lease first, as for a sandbox: a server killed from here on leaves nothing unaccounted.
     await asyncio.to_thread(write_lease, sandbox.spec.root_dir, lease_for(template_id, sandbox.spec))
     files, dirs = directory / "files", sandbox.placement.fork_dirs

@@ -4,30 +4,26 @@
 
 Each sandbox writes a lease (owner, the host pids of its holder with their start times, its
 instance name, private dir, creation time, ttl) into `<root_dir>/.leases/` when created and
-removes it when closed. The reaper ends what a lease describes when its owner is dead (a
-`kill -9`ed server) or the lease has expired, and removes the lease: run at server start and
-periodically. Pids are only signalled if their start time still matches, so a pid reused by
-an unrelated process is never touched.
+removes it when closed. The reaper (reaper.py) ends what a lease describes when its owner is
+dead (a `kill -9`ed server) or the lease has expired, and removes the lease. Pids are only
+signalled if their start time still matches, so a pid reused by an unrelated process is never
+touched.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import shutil
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from prorl_gym.sandbox.owner import owned_here, owner_id, process_alive, process_start_time
-
-if TYPE_CHECKING:
-    from prorl_gym.sandbox.backends.base import Placement
-    from prorl_gym.sandbox.spec import SandboxSpec
+from prorl_gym.sandbox.layout import private_dir_of
+from prorl_gym.sandbox.owner import owner_id, process_alive, process_start_time
+from prorl_gym.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
 
@@ -113,54 +109,21 @@ def kill_lease_pids(lease: Lease) -> None:
                 pass
 
 
-async def reap_stale(root_dir: str | Path) -> list[str]:
-    """End sandboxes whose owner is dead, whose lease expired or that were abandoned; returns
-    their ids. A lease stays while its backend cannot confirm the sandbox gone.
-
-    Our own live sandboxes are never touched (their idle sweep is in-process).
-    """
-    from prorl_gym.sandbox.backends.base import get_backend
-
-    me = owner_id()
-    reaped = []
-    for lease in await asyncio.to_thread(read_leases, root_dir):
-        if not owned_here(lease.owner):  # another node's: its pids mean nothing here
-            continue
-        if lease.abandoned is None and (lease.owner == me or not (lease.orphaned or lease.expired)):
-            continue
-        if lease.abandoned is not None:
-            reason = "abandoned by its owner"
-        else:
-            reason = "expired" if lease.expired else f"its owner {lease.owner} is gone"
-        log.warning("reaping sandbox %s (%s)", lease.sandbox_id, reason)
-        if not await get_backend(lease.backend).reap(lease):
-            continue
-        await asyncio.to_thread(shutil.rmtree, lease.private_dir, True)
-        await asyncio.to_thread(remove_lease, root_dir, lease.sandbox_id)
-        reaped.append(lease.sandbox_id)
-    return reaped
-
-
-def lease_for(sandbox_id: str, spec: SandboxSpec, placement: Placement | None = None) -> Lease:
-    """A lease describing a sandbox: before placement (owner, private dir), or placed (its pids,
-    instance name)."""
-    from prorl_gym.sandbox.backends.base import private_dir_of
-
-    if placement is None:
-        return Lease(
-            sandbox_id=sandbox_id,
-            backend=spec.backend.kind,
-            options=spec.backend.model_dump(mode="json"),
-            private_dir=str(private_dir_of(spec, sandbox_id)),
-            ttl_s=spec.lease_ttl_s,
-        )
-    pids = {pid: process_start_time(pid) for pid in placement.pids}
+def lease_for(
+    sandbox_id: str,
+    spec: SandboxSpec,
+    pids: list[int] | None = None,
+    instance: str | None = None,
+    private_dir: str | Path | None = None,
+) -> Lease:
+    """A lease describing a sandbox: before placement (owner, private dir), or placed (the host pids
+    that hold it, its instance name)."""
     return Lease(
         sandbox_id=sandbox_id,
         backend=spec.backend.kind,
         options=spec.backend.model_dump(mode="json"),
-        pids=pids,
-        instance=placement.instance,
-        private_dir=str(placement.private_dir),
+        pids={pid: process_start_time(pid) for pid in pids or ()},
+        instance=instance,
+        private_dir=str(private_dir if private_dir is not None else private_dir_of(spec.root_dir, sandbox_id)),
         ttl_s=spec.lease_ttl_s,
     )

@@ -32,7 +32,7 @@ from nemo_gym.sandbox import SandboxCreateError, SandboxExecResult, SandboxHandl
 from nemo_gym.sandbox import SandboxSpec as GymSandboxSpec
 from pydantic import ValidationError
 
-from prorl_gym.sandbox.backends.base import get_backend
+from prorl_gym.sandbox.backends.registry import Backends
 from prorl_gym.sandbox.errors import SandboxClosedError, SandboxError
 from prorl_gym.sandbox.sandbox import Sandbox, create_sandbox
 from prorl_gym.sandbox.spec import SandboxSpec
@@ -89,6 +89,7 @@ class ProrlLocalProvider:
             self._base = SandboxSpec.model_validate(options)
         except ValidationError as exc:
             raise ValueError(f"invalid prorl_local provider options: {exc}") from None
+        self._backends = Backends()  # this provider's backend instances
         self._sandboxes: dict[str, Sandbox] = {}
 
     def spec_for(self, spec: GymSandboxSpec) -> SandboxSpec:
@@ -120,7 +121,7 @@ class ProrlLocalProvider:
         _check_fields(spec.provider_options, "provider_options")
         ours = SandboxSpec.model_validate(_merge(_merge(self._base.model_dump(), derived), spec.provider_options))
         try:
-            get_backend(ours).check(ours)
+            self._backends.get(ours).check(ours)
         except ValueError as exc:
             raise SandboxCreateError(f"prorl_local: {exc}") from exc
         return ours
@@ -134,7 +135,9 @@ class ProrlLocalProvider:
     async def create(self, spec: GymSandboxSpec) -> SandboxHandle:
         ours = self.spec_for(spec)
         try:
-            sandbox = await create_sandbox(ours)  # placed and ready: its shell starts with the first exec
+            sandbox = await create_sandbox(
+                ours, backends=self._backends
+            )  # placed and ready: its shell starts with the first exec
         except SandboxError as exc:  # SandboxStartError, IsolationUnavailable, ...
             raise SandboxCreateError(f"prorl_local could not create a sandbox: {exc}") from exc
         self._sandboxes[sandbox.id] = sandbox

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 
 from prorl_gym.runtime.zygote import KernelZygote
+from prorl_gym.sandbox.backends.registry import Backends
 from prorl_gym.sandbox.sandbox import Sandbox, SandboxError, create_sandbox
 from prorl_gym.sandbox.spec import SandboxSpec
 
@@ -29,9 +30,11 @@ class SandboxPool:
         max_parallel_starts: int = 4,
         zygote: KernelZygote | None = None,
         prepare: Callable[[Sandbox], None] | None = None,
+        backends: Backends | None = None,
     ):
         self.spec = spec
         self._zygote = zygote
+        self._backends = backends  # whose instances start its sandboxes (None: the default ones)
         self._prepare = prepare  # run on each new pooled sandbox (e.g. start its kernel in the background)
         self.size = size
         self._ready: asyncio.Queue[Sandbox] = asyncio.Queue()
@@ -59,7 +62,11 @@ class SandboxPool:
         except asyncio.QueueEmpty:
             sandbox = None
         self._refill()
-        return sandbox if sandbox is not None else await create_sandbox(self.spec, zygote=self._zygote)
+        return (
+            sandbox
+            if sandbox is not None
+            else await create_sandbox(self.spec, zygote=self._zygote, backends=self._backends)
+        )
 
     def _refill(self) -> None:
         while not self._closed and self._ready.qsize() + self._starting < self.size:
@@ -71,7 +78,7 @@ class SandboxPool:
     async def _start_one(self) -> None:
         try:
             async with self._start_slots:
-                sandbox = await create_sandbox(self.spec, zygote=self._zygote)
+                sandbox = await create_sandbox(self.spec, zygote=self._zygote, backends=self._backends)
         except SandboxError:
             log.exception("warm pool: a sandbox failed to start")
             return

@@ -24,7 +24,8 @@ from prorl_gym.runtime.files import FileChannelError, SandboxFiles, resolve_path
 from prorl_gym.runtime.kernel import IPythonKernel, KernelError, PythonResult
 from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
 from prorl_gym.runtime.zygote import KernelZygote
-from prorl_gym.sandbox.backends.base import Placement, SandboxFactory, get_backend
+from prorl_gym.sandbox.backends.base import Placement, PlacementBackend, RemoteBackend
+from prorl_gym.sandbox.backends.registry import Backends, default_backends
 from prorl_gym.sandbox.errors import (
     SandboxClosedError,
     SandboxError,
@@ -44,13 +45,15 @@ class Sandbox:
     def __init__(
         self,
         spec: SandboxSpec,
+        backend: PlacementBackend,
         placement: Placement,
         zygote: KernelZygote | None = None,
         on_close: Callable[[str], Awaitable[None]] | None = None,
     ):
         self.spec = spec
+        self.backend = backend  # the instance that placed it (its forks are placed by it too)
         self.placement = placement
-        self._zygote = zygote
+        self.zygote = zygote
         self._on_close = on_close  # e.g. a fork's template, which lives as long as its forks
         self.id = placement.sandbox_id
         self.host = socket.gethostname()  # where it runs: a remote backend's placement says otherwise
@@ -208,7 +211,7 @@ class Sandbox:
                     output_limit=self.spec.output_limit_bytes,
                     start_timeout_s=self.spec.start_timeout_s,
                     interrupt_grace_s=max(self.spec.interrupt_grace_s, 1.0),
-                    zygote=self._zygote,
+                    zygote=self.zygote,
                 )
                 if self.python_state_pending:  # a fork: its parent's variables before any cell of its own
                     await self._restore_python(kernel)
@@ -266,19 +269,34 @@ async def create_sandbox(
     sandbox_id: str | None = None,
     zygote: KernelZygote | None = None,
     on_close: Callable[[str], Awaitable[None]] | None = None,
+    *,
+    backends: Backends | None = None,
 ) -> Sandbox:
-    """Place and start a sandbox; on any failure nothing is left behind.
+    """Place and start a sandbox with the spec's backend; on any failure nothing is left behind.
+
+    zygote: forks the sandbox's Python kernel from a pre-imported interpreter (local backend).
+    on_close: awaited with the sandbox's id once it is closed (also when its start fails).
+    backends: the backend instances to use, a server's own (default: the process's default_backends())."""
+    spec = spec or SandboxSpec()
+    sandbox_id = sandbox_id or secrets.token_hex(6)
+    backend = (backends if backends is not None else default_backends()).get(spec)
+    if isinstance(backend, RemoteBackend):  # on a host elsewhere: the same API, remotely
+        return await backend.create(spec, sandbox_id)
+    return await start_sandbox(backend, spec, sandbox_id, zygote, on_close)
+
+
+async def start_sandbox(
+    backend: PlacementBackend,
+    spec: SandboxSpec,
+    sandbox_id: str,
+    zygote: KernelZygote | None = None,
+    on_close: Callable[[str], Awaitable[None]] | None = None,
+) -> Sandbox:
+    """Place a sandbox on this machine with `backend` and start it (see create_sandbox).
 
     Its lease is written before anything of it exists (owner, private directory), and again with
     its processes once placed: a server killed at any point leaves a lease its successor's reaper
-    finds, never an unaccounted directory or instance.
-    zygote: forks the sandbox's Python kernel from a pre-imported interpreter (local backend).
-    on_close: awaited with the sandbox's id once it is closed (also when its start fails)."""
-    spec = spec or SandboxSpec()
-    sandbox_id = sandbox_id or secrets.token_hex(6)
-    backend = get_backend(spec)
-    if isinstance(backend, SandboxFactory):  # on a host elsewhere: the same API, remotely
-        return await backend.create(spec, sandbox_id)
+    finds, never an unaccounted directory or instance."""
     try:
         await _write_lease(spec.root_dir, lease_for(sandbox_id, spec), new=True)
     except FileExistsError as exc:
@@ -294,13 +312,18 @@ async def create_sandbox(
             raise SandboxStartError(f"sandbox {sandbox_id} could not be placed: {exc}") from exc
         raise
     try:
-        await _write_lease(spec.root_dir, lease_for(sandbox_id, spec, placement))
+        await _write_lease(spec.root_dir, placed_lease(sandbox_id, spec, placement))
     except BaseException:
         await asyncio.shield(_abandon(placement, spec.root_dir, sandbox_id))
         if on_close is not None:
             await on_close(sandbox_id)
         raise
-    return Sandbox(spec, placement, zygote, on_close)  # its shells and kernel start on first use
+    return Sandbox(spec, backend, placement, zygote, on_close)  # its shells and kernel start on first use
+
+
+def placed_lease(sandbox_id: str, spec: SandboxSpec, placement: Placement) -> Lease:
+    """The lease of a placed sandbox: the host processes that hold it, its instance name."""
+    return lease_for(sandbox_id, spec, placement.pids, placement.instance, placement.private_dir)
 
 
 async def _write_lease(root_dir: str, lease: Lease, new: bool = False) -> None:

@@ -4,27 +4,15 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SerializeAsAny
+from pydantic import BaseModel, BeforeValidator, Field, SerializeAsAny
 
-from prorl_gym.paths import REPO_ROOT
+from prorl_gym.sandbox.backends.kinds import BackendOptions, options_class
+from prorl_gym.sandbox.layout import default_python, default_root_dir
 
 GiB = 1 << 30
-
-
-def default_root_dir() -> str:
-    # Short on purpose: Unix socket paths (the kernel's) must stay under 108 bytes.
-    return os.environ.get("PRORL_SANDBOX_ROOT") or f"/tmp/prorl-{os.getuid()}"
-
-
-def default_python() -> str:
-    """The interpreter inside sandboxes: the minimal .venvs/sandbox (see sandbox-requirements.txt)."""
-    sandbox = REPO_ROOT / ".venvs" / "sandbox" / "bin" / "python"
-    return str(sandbox) if sandbox.exists() else sys.executable
 
 
 class ResourceLimits(BaseModel):
@@ -54,19 +42,8 @@ class Bind(BaseModel):
     hide_packages: bool = True
 
 
-class BackendOptions(BaseModel):
-    """A backend's own options; `kind` names the backend (a key of backends.base.BACKENDS).
-
-    Each backend module defines its subclass (LocalOptions, ApptainerOptions, ...). In config,
-    `backend: apptainer` is short for `backend: {kind: apptainer}`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    kind: str
-
-
-def _backend_options(value: Any) -> BackendOptions:
-    from prorl_gym.sandbox.backends.base import backend_class  # the registry imports this module
-
+def backend_options(value: Any) -> BackendOptions:
+    """A backend's options from config: a name, a mapping with `kind` (default: local), or options."""
     if isinstance(value, BackendOptions):
         return value
     if isinstance(value, str):
@@ -75,13 +52,13 @@ def _backend_options(value: Any) -> BackendOptions:
         raise ValueError(f"backend must be a name or a mapping with `kind`, got {value!r}")
     value = dict(value)
     value.setdefault("kind", "local")
-    return backend_class(value["kind"]).options.model_validate(value)
+    return options_class(value["kind"]).model_validate(value)
 
 
 class SandboxSpec(BaseModel):
     # Where and how isolated: the backend and its own options (local: bubblewrap; apptainer; ...).
-    backend: Annotated[SerializeAsAny[BackendOptions], BeforeValidator(_backend_options)] = Field(
-        default_factory=lambda: _backend_options("local")
+    backend: Annotated[SerializeAsAny[BackendOptions], BeforeValidator(backend_options)] = Field(
+        default_factory=lambda: backend_options("local")
     )
     network: bool = False  # off: the sandbox has its own empty network namespace
     root_dir: str = Field(default_factory=default_root_dir, description="Host directory for per-sandbox dirs.")

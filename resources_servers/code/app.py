@@ -105,7 +105,7 @@ class CodeResourcesServer(SandboxResourcesServer):
         if self._eval_slots is None:
             self._eval_slots = asyncio.Semaphore(self.config.eval.max_concurrent)
         async with self._eval_slots:
-            result = await run_tests(solution, body.tests, await self.sandbox_spec(body), limits)
+            result = await run_tests(solution, body.tests, await self.sandbox_spec(body), limits, self.backends)
         return fields | result
 
     async def _read_answer_file(self, sandbox: Sandbox | None, path: str) -> tuple[str | None, str | None]:

@@ -24,7 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from prorl_gym.sandbox import SandboxError, SandboxFileError, SandboxSpec, create_sandbox
+from prorl_gym.sandbox import Backends, SandboxError, SandboxFileError, SandboxSpec, create_sandbox
 from prorl_gym.sandbox.spec import ResourceLimits
 from prorl_gym.verify.pool import VerifierError
 from resources_servers.code.harness import FILES, HARNESS_DIR
@@ -146,13 +146,18 @@ def _harness_files() -> dict[str, bytes]:
 
 
 async def run_tests(
-    solution: str, tests: StdioTests | FunctionalTests, base: SandboxSpec, limits: CodeLimits
+    solution: str,
+    tests: StdioTests | FunctionalTests,
+    base: SandboxSpec,
+    limits: CodeLimits,
+    backends: Backends | None = None,
 ) -> dict[str, Any]:
-    """Run `solution` against `tests` in a fresh sandbox; the scored result (see summarize)."""
+    """Run `solution` against `tests` in a fresh sandbox, started through `backends` (a server's own;
+    default: the process's); the scored result (see summarize)."""
     nonce = secrets.token_hex(16)
     spec = eval_sandbox_spec(base, limits)
     files = await asyncio.to_thread(_harness_files)
-    sandbox = await create_sandbox(spec)  # SandboxError propagates: an eval error
+    sandbox = await create_sandbox(spec, backends=backends)  # SandboxError propagates: an eval error
     run_spec = tests.model_dump() | {
         "nonce": nonce,
         # Own pid namespace (bwrap, apptainer --containall): the runner may end every process

@@ -113,7 +113,7 @@ class SweResourcesServer(SandboxResourcesServer):
         except RepoPrepError as exc:  # the task's repository cannot be built: the eval machinery failed
             raise VerifierError(str(exc)) from exc
         spec, timeout = self.config.sandbox, self.config.eval_timeout_s
-        return await evaluate_patch(body, patch, spec, repo_dir, timeout, test_env=test_env)
+        return await evaluate_patch(body, patch, spec, repo_dir, timeout, test_env=test_env, backends=self.backends)
 
 
 if __name__ == "__main__":

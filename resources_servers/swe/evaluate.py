@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec, create_sandbox
+from prorl_gym.sandbox import Backends, Sandbox, SandboxError, SandboxSpec, create_sandbox
 from prorl_gym.verify.pool import VerifierError
 from resources_servers.swe.canaries import CanaryPlan, plan_canaries
 from resources_servers.swe.monitor import Verdict, judge
@@ -144,8 +144,10 @@ async def evaluate_patch(
     repo_dir: Path | None,
     timeout_s: float = 300.0,
     test_env: Path | None = None,
+    backends: Backends | None = None,
 ) -> dict:
-    """Grade `patch` for `row` in a fresh sandbox (see the module docstring)."""
+    """Grade `patch` for `row` in a fresh sandbox (see the module docstring), started through
+    `backends` (a server's own; default: the process's)."""
     env = repo_env(row, spec.workspace)
     grading = plan_grading(row, env)
     fields: dict[str, Any] = {
@@ -174,7 +176,7 @@ async def evaluate_patch(
         }
     )
     started = time.monotonic()
-    async with await create_sandbox(eval_spec) as sb:
+    async with await create_sandbox(eval_spec, backends=backends) as sb:
         repo_path = await stage_repo(sb, row, scrub=False)
         repo = shlex.quote(repo_path)
         base, files = await _graded_base(sb, repo, grading.test_patch, env.activate)

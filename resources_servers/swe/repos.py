@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.sandbox import Sandbox, SandboxError, SandboxSpec
+from prorl_gym.sandbox import RunsImages, Sandbox, SandboxError, SandboxSpec
 from prorl_gym.sandbox.spec import Bind
 
 ENV_MOUNT = "/task/env"  # the task's test environment inside sandboxes, read-only (site-packages/ on PYTHONPATH)
@@ -141,9 +141,8 @@ def task_spec(spec: SandboxSpec, row: Any, repo_dir: Path | None, test_env: Path
         binds.append(Bind(src=str(test_env), dst=ENV_MOUNT))
     if env.kind == "image":  # the image's repository belongs to its root: let git (ours, the agent's) use it
         update = {"image": env.image, "env": spec.env | extra | GIT_SAFE, "binds": binds}
-        if spec.backend.kind == "apptainer":  # root-owned there: the sandbox works on its own copy, on disk
-            copies = tuple(dict.fromkeys((*spec.backend.disk_copies, env.repo_path)))
-            update["backend"] = spec.backend.model_copy(update={"disk_copies": copies})
+        if isinstance(spec.backend, RunsImages):  # root-owned there: the sandbox works on its own copy
+            update["backend"] = spec.backend.with_writable(env.repo_path)
         return spec.model_copy(update=update, deep=True)
     if repo_dir is None:
         raise RepoPrepError("a local SWE row needs its prepared repository (prepare_repo)")

@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from prorl_gym.sandbox import SandboxSpec, SandboxStartError, create_sandbox, get_backend
+from prorl_gym.sandbox import Backends, SandboxSpec, SandboxStartError, create_sandbox, get_backend
+from prorl_gym.sandbox.backends import registry
 from prorl_gym.sandbox.backends.apptainer import backend as apptainer
 from prorl_gym.sandbox.backends.apptainer.backend import ApptainerBackend, nproc_counted_per_sandbox
 from prorl_gym.sandbox.backends.apptainer.cli import (
@@ -41,8 +42,9 @@ from prorl_gym.sandbox.backends.apptainer.cli import (
 from prorl_gym.sandbox.backends.apptainer.options import ApptainerOptions
 from prorl_gym.sandbox.backends.apptainer.pull import dataset_images
 from prorl_gym.sandbox.backends.apptainer.pull import main as pull_main
-from prorl_gym.sandbox.leases import read_leases, reap_stale
+from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.sandbox.owner import owner_id
+from prorl_gym.sandbox.reaper import reap_stale
 from prorl_gym.sandbox.spec import Bind, ResourceLimits
 
 PRIVATE = Path("/tmp/prorl-1000/abc123")
@@ -322,8 +324,9 @@ class Fake:
 @pytest.fixture
 def fake(tmp_path, monkeypatch) -> Fake:
     monkeypatch.setattr(apptainer, "running_as_root", lambda: False)  # these tests may run as root
-    monkeypatch.setattr(apptainer, "_overlay_refused", set())
-    monkeypatch.setattr(apptainer, "_warned", set())
+    # A fresh apptainer backend for each test: what one learnt of its site (a refused overlay) and
+    # the warnings it gave are its own.
+    monkeypatch.setattr(registry, "_default", Backends())
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # Apptainer's default config dir: must stay unused
     return Fake(tmp_path / "fake")
 
@@ -487,7 +490,8 @@ async def test_pulls_carry_registry_credentials_and_sandboxes_never_see_them(
 async def test_docker_images_come_from_the_cache_pulled_once(fake, sandbox_root, tmp_path):
     uri, cache = "docker://ghcr.io/org/task:1", tmp_path / "cache"
     spec = fake_spec(fake, sandbox_root, tmp_path, image=uri, options={"cache_dir": str(cache)})
-    placements = await asyncio.gather(*(ApptainerBackend().place(f"s{i}", spec) for i in range(3)))
+    backend = ApptainerBackend()  # one instance, as a server has: its pulls are shared
+    placements = await asyncio.gather(*(backend.place(f"s{i}", spec) for i in range(3)))
     pulls = [c["argv"] for c in fake.calls("pull")]
     assert len(pulls) == 1 and pulls[0][-1] == uri
     assert {c["argv"][-2] for c in fake.calls("instance", "start")} == {str(sif_path(uri, cache))}

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.sandbox import SandboxStartError, create_sandbox
-from prorl_gym.sandbox.leases import Lease, read_leases, reap_stale, write_lease
+from prorl_gym.sandbox.leases import Lease, read_leases, write_lease
 from prorl_gym.sandbox.owner import short_hostname
+from prorl_gym.sandbox.reaper import reap_stale
 
 # A "resources server" that creates sandboxes with processes that try to outlive it.
 OWNER = textwrap.dedent(

@@ -2,28 +2,30 @@
 # SPDX-License-Identifier: Apache-2.0
 """The backend contract: where a sandbox runs, and how commands are wrapped to run there.
 
-A backend places a sandbox (private directories, an instance, ...) and returns a Placement;
-the runtimes (pty bash, IPython kernel, file shell) then spawn their processes through
-`Placement.wrap`, so the same drivers work for every backend. Adding a backend: one module
-with its options model (a BackendOptions subclass) and a class implementing `Backend`, plus
-one line in BACKENDS. Nothing outside the backend looks at its name. A backend whose
-sandboxes run on other machines (ray) is a SandboxFactory instead: it creates whole sandboxes.
+Every backend is a `Backend`, of one of two sorts:
+- a PlacementBackend places a sandbox on this machine (private directories, an instance, ...)
+  and returns a Placement; the runtimes (pty bash, IPython kernel, file shell) then spawn their
+  processes through `Placement.wrap`, so the same drivers (sandbox.py) work for every such
+  backend (local, apptainer);
+- a RemoteBackend's sandboxes live on other machines (ray): it creates whole sandboxes, with the
+  same API.
+What a backend can do beyond that is a capability it declares by implementing its Protocol, and
+callers check the capability (isinstance), never a backend's kind: HasHosts (a backend with hosts:
+their status, drain), KeepsWrites (a placement whose writes can become a template's files),
+RunsImages (options of a backend that runs images; kinds.py). The registry of kinds is
+kinds.py; the instances a server holds, registry.py.
 """
 
 from __future__ import annotations
 
-import importlib
-from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.kernel import KernelHost
 from prorl_gym.runtime.zygote import ZygoteConfig
-from prorl_gym.sandbox.spec import BackendOptions, SandboxSpec
-
-if TYPE_CHECKING:
-    from prorl_gym.sandbox.leases import Lease
+from prorl_gym.sandbox.backends.kinds import BackendOptions
+from prorl_gym.sandbox.leases import Lease
+from prorl_gym.sandbox.spec import SandboxSpec
 
 
 class Placement(KernelHost, Protocol):
@@ -46,20 +48,18 @@ class Placement(KernelHost, Protocol):
         ...
 
 
+@runtime_checkable
+class KeepsWrites(Protocol):
+    """A placement whose writes (a staging sandbox's, over an empty base) can be kept at close
+    instead of removed: freezing it then takes them as the template's files (sandbox/fork.py)."""
+
+    def keep_writes(self, destination: Path) -> None:
+        """At close, move the sandbox's writes to destination/tmp and destination/<workspace>."""
+        ...
+
+
 class Backend(Protocol):
     options: ClassVar[type[BackendOptions]]  # this backend's part of SandboxSpec.backend
-
-    async def place(self, sandbox_id: str, spec: SandboxSpec) -> Placement: ...
-
-    async def reap(self, lease: Lease) -> bool:
-        """End whatever of a dead owner's (or an abandoned) sandbox still runs; True when it is
-        gone (the reaper then removes its files and lease), False to look again later."""
-        ...
-
-    def zygote_config(self, spec: SandboxSpec) -> ZygoteConfig | None:
-        """How to start a kernel zygote whose forks can join this spec's sandboxes; None: no zygote
-        (kernels start as processes of their own). Sandboxes share a zygote when configs are equal."""
-        ...
 
     def check(self, spec: SandboxSpec) -> None:
         """Refuse, at config time, a spec this backend cannot honour (raise ValueError)."""
@@ -69,58 +69,44 @@ class Backend(Protocol):
         """Whether this spec's sandboxes can be frozen into templates and forked (sandbox/fork.py)."""
         ...
 
+    def zygote_config(self, spec: SandboxSpec) -> ZygoteConfig | None:
+        """How to start a kernel zygote whose forks can join this spec's sandboxes; None: no zygote
+        (kernels start as processes of their own). Sandboxes share a zygote when configs are equal."""
+        ...
+
+    async def close(self) -> None:
+        """Release what this instance holds (a remote backend's hosts: their sandboxes end).
+        Nothing, for most."""
+
 
 @runtime_checkable
-class SandboxFactory(Protocol):
-    """A backend whose sandboxes live elsewhere (on hosts of a cluster): it creates whole
-    sandboxes, with Sandbox's async API, instead of placements here."""
+class PlacementBackend(Backend, Protocol):
+    """A backend whose sandboxes run on this machine: it places them, and reaps what is left of them."""
 
-    options: ClassVar[type[BackendOptions]]
+    async def place(self, sandbox_id: str, spec: SandboxSpec) -> Placement: ...
+
+    async def reap(self, lease: Lease) -> bool:
+        """End whatever of a dead owner's (or an abandoned) sandbox still runs; True when it is
+        gone (the reaper then removes its files and lease), False to look again later."""
+        ...
+
+
+@runtime_checkable
+class RemoteBackend(Backend, Protocol):
+    """A backend whose sandboxes live elsewhere (on hosts of a cluster): it creates whole
+    sandboxes, with the sandbox API, instead of placements here."""
 
     async def create(self, spec: SandboxSpec, sandbox_id: str) -> Any: ...
+
+
+@runtime_checkable
+class HasHosts(Protocol):
+    """A backend whose sandboxes run on hosts it holds."""
 
     async def status(self) -> list[dict[str, Any]]:
         """Per host: live sandboxes, capacity, health, failures."""
         ...
 
     async def drain(self, host: str, draining: bool = True) -> dict[str, Any]:
-        """Stop (or resume) new sandboxes on a host; its running ones finish."""
+        """Stop (or resume) new sandboxes on a host; its running ones finish. KeyError: no such host."""
         ...
-
-    async def close(self) -> None:
-        """Release the hosts this process holds (their sandboxes end)."""
-        ...
-
-
-# name -> "module:class", imported on first use so an unused backend costs nothing.
-BACKENDS: dict[str, str] = {
-    "local": "prorl_gym.sandbox.backends.local.backend:LocalBackend",
-    "apptainer": "prorl_gym.sandbox.backends.apptainer.backend:ApptainerBackend",
-    "ray": "prorl_gym.sandbox.backends.ray.backend:RayBackend",
-}
-
-
-class UnknownBackendError(ProrlError, ValueError):
-    pass
-
-
-@cache
-def backend_class(name: str) -> type[Backend]:
-    try:
-        target = BACKENDS[name]
-    except KeyError:
-        raise UnknownBackendError(f"unknown sandbox backend {name!r}; known: {sorted(BACKENDS)}") from None
-    module, _, cls = target.partition(":")
-    return getattr(importlib.import_module(module), cls)
-
-
-def private_dir_of(spec: SandboxSpec, sandbox_id: str) -> Path:
-    """Every backend keeps a sandbox's host files in <root_dir>/<sandbox id> (the lease names it
-    before the backend creates it, so a reaper can remove what a killed server half made)."""
-    return Path(spec.root_dir) / sandbox_id
-
-
-def get_backend(spec_or_name: SandboxSpec | str) -> Backend:
-    """The backend of a spec (or by name)."""
-    name = spec_or_name if isinstance(spec_or_name, str) else spec_or_name.backend.kind
-    return backend_class(name)()

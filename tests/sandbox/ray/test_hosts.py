@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 import ray
 
-from prorl_gym.sandbox import Sandbox, SandboxFileNotFound, SandboxLostError, SandboxSpec, SandboxStartError
+from prorl_gym.sandbox import (
+    Sandbox,
+    SandboxFileNotFound,
+    SandboxLostError,
+    SandboxSpec,
+    SandboxStartError,
+    default_backends,
+    get_backend,
+)
 from prorl_gym.sandbox import create_sandbox as create
 from prorl_gym.sandbox.backends.local.processes import processes_mounting, processes_naming
 from prorl_gym.sandbox.backends.ray.backend import RayBackend
@@ -33,8 +41,8 @@ def cluster():
 
 @pytest.fixture
 async def backend(cluster):
-    yield RayBackend()
-    await RayBackend().close()  # this test's hosts (one set per event loop)
+    yield get_backend("ray")  # the default backends' instance, which create() uses
+    await default_backends().close()  # this test's hosts: they live on this test's event loop
 
 
 def ray_spec(root: str, **options) -> SandboxSpec:

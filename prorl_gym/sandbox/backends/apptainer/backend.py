@@ -39,7 +39,6 @@ import resource
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from prorl_gym.sandbox.backends.apptainer.cli import (
     INSTALL_HINT,
@@ -61,14 +60,13 @@ from prorl_gym.sandbox.backends.apptainer.cli import (
     write_env_file,
 )
 from prorl_gym.sandbox.backends.apptainer.options import ApptainerOptions, config_dir_of
-from prorl_gym.sandbox.backends.apptainer.pull import pull_image
-from prorl_gym.sandbox.backends.base import private_dir_of
+from prorl_gym.sandbox.backends.apptainer.pull import ImagePulls
+from prorl_gym.sandbox.backends.base import PlacementBackend
 from prorl_gym.sandbox.backends.inside import SANDBOX_ENV
+from prorl_gym.sandbox.layout import private_dir_of
+from prorl_gym.sandbox.leases import Lease
 from prorl_gym.sandbox.limits import ulimit_command
 from prorl_gym.sandbox.spec import ResourceLimits, SandboxSpec
-
-if TYPE_CHECKING:
-    from prorl_gym.sandbox.leases import Lease
 
 log = logging.getLogger(__name__)
 STOP_TIMEOUT_S = 30.0
@@ -100,23 +98,30 @@ def nproc_counted_per_sandbox(userns: bool | None, release: str) -> bool:
     return bool(userns) and version >= NPROC_PER_NAMESPACE_KERNEL
 
 
-_warned: set[str] = set()
+class Site:
+    """What one backend instance knows of its site and has said about it: binaries whose site
+    refused an --overlay directory (their sandboxes go straight to tmpfs), warnings given (once
+    each), and its image pulls (one per image at a time)."""
+
+    def __init__(self) -> None:
+        self.overlay_refused: set[str] = set()
+        self.warned: set[str] = set()
+        self.pulls = ImagePulls()
+
+    def warn_once(self, key: str, message: str, *args) -> None:
+        if key not in self.warned:
+            self.warned.add(key)
+            log.warning(message, *args)
 
 
-def _warn_once(key: str, message: str, *args) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        log.warning(message, *args)
-
-
-def effective_limits(spec: SandboxSpec, userns: bool | None) -> ResourceLimits:
+def effective_limits(spec: SandboxSpec, userns: bool | None, site: Site) -> ResourceLimits:
     mode, limits = spec.backend.nproc, spec.limits
     if limits.processes is None or mode == "enforce":
         return limits
     if mode == "auto" and nproc_counted_per_sandbox(userns, kernel_release()):
         return limits
     if mode == "auto":
-        _warn_once(
+        site.warn_once(
             "nproc",
             "limits.processes is NOT enforced in apptainer sandboxes here (user namespace: %s, kernel %s): "
             "RLIMIT_NPROC would count every task of this user on the node. Set sandbox.backend.nproc=enforce "
@@ -135,14 +140,11 @@ def raise_nproc_soft_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (hard, hard))
 
 
-_overlay_refused: set[str] = set()  # binaries whose site refused an --overlay dir: straight to tmpfs
-
-
 # ---------------------------------------------------------------- placement and backend
 
 
 class ApptainerPlacement:
-    def __init__(self, sandbox_id: str, private_dir: Path, spec: SandboxSpec, binary: str):
+    def __init__(self, sandbox_id: str, private_dir: Path, spec: SandboxSpec, binary: str, site: Site):
         self.sandbox_id = sandbox_id
         self.private_dir = private_dir
         self.workspace = spec.workspace
@@ -162,6 +164,7 @@ class ApptainerPlacement:
         self.env_file = private_dir / "env"
         self._spec = spec
         self._binary = binary
+        self._site = site
         self._host = host_env(os.environ, self.config_dir)
         self._started = False
         self._start_timed_out = False
@@ -174,7 +177,7 @@ class ApptainerPlacement:
         if not image:
             raise ApptainerError("the apptainer backend needs sandbox.image: a .sif path or a docker:// URI")
         if "://" in image:  # the pre-pulled .sif; pulled here (once per image) if it is missing
-            image = str(await pull_image(image, spec.backend.cache_dir, self._binary))
+            image = str(await self._site.pulls.get(image, spec.backend.cache_dir, self._binary))
         elif not os.path.exists(image):
             raise ApptainerError(f"image {image} does not exist")
         if spec.template_dir is not None:  # a fork: its template's files, not the image's
@@ -186,7 +189,7 @@ class ApptainerPlacement:
         self._started = True
         await self._start_instance(image)
         state = await asyncio.to_thread(read_instance, self.config_dir, self.instance) or {}
-        self.limits = effective_limits(spec, state.get("userns"))
+        self.limits = effective_limits(spec, state.get("userns"), self._site)
 
     @property
     def fork_dirs(self) -> tuple[str, ...]:
@@ -228,7 +231,7 @@ class ApptainerPlacement:
 
     async def _start_instance(self, image: str) -> None:
         spec = self._spec
-        overlay = "tmpfs" if self._binary in _overlay_refused else spec.backend.overlay
+        overlay = "tmpfs" if self._binary in self._site.overlay_refused else spec.backend.overlay
         while True:
             argv = instance_start_argv(spec, self.instance, self.private_dir, image, self._binary, overlay)
             try:
@@ -237,8 +240,8 @@ class ApptainerPlacement:
                 self._start_timed_out = True
                 raise
             if code != 0 and overlay == "dir" and "overlay" in out.lower():
-                _overlay_refused.add(self._binary)
-                _warn_once(
+                self._site.overlay_refused.add(self._binary)
+                self._site.warn_once(
                     f"overlay:{self._binary}",
                     "this site refuses an --overlay directory (%s); sandboxes use --writable-tmpfs, "
                     "capped by `sessiondir max size` (see docs/hpc.md, site checklist)",
@@ -305,8 +308,11 @@ def running_as_root() -> bool:  # a function: tests with a fake apptainer may ru
     return os.geteuid() == 0
 
 
-class ApptainerBackend:
+class ApptainerBackend(PlacementBackend):
     options = ApptainerOptions
+
+    def __init__(self) -> None:
+        self.site = Site()
 
     def check(self, spec: SandboxSpec) -> None:
         pass  # the image is checked at placement: a row may bring its own
@@ -324,10 +330,10 @@ class ApptainerBackend:
         if running_as_root():  # no user namespace then: the sandbox would be host root
             raise ApptainerError("refusing to run Apptainer sandboxes as root: run the server as an unprivileged user")
         raise_nproc_soft_limit()
-        private_dir = private_dir_of(spec, sandbox_id)
+        private_dir = private_dir_of(spec.root_dir, sandbox_id)
         private_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(private_dir, 0o700)
-        placement = ApptainerPlacement(sandbox_id, private_dir, spec, binary)
+        placement = ApptainerPlacement(sandbox_id, private_dir, spec, binary, self.site)
         try:
             await placement.start()
         except BaseException as exc:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from prorl_gym.sandbox.spec import BackendOptions
+from prorl_gym.sandbox.backends.kinds import BackendOptions
 
 
-class ApptainerOptions(BackendOptions):
+class ApptainerOptions(BackendOptions):  # RunsImages (kinds.py): with_writable below
     kind: Literal["apptainer"] = "apptainer"
     binary: str = "apptainer"  # or "singularity" (SingularityCE / older clusters)
     fakeroot: bool = False  # --fakeroot: root inside, the user outside (needs subuid or user namespaces)
@@ -23,8 +23,12 @@ class ApptainerOptions(BackendOptions):
     overlay: Literal["dir", "tmpfs"] = "dir"
     disk_copies: tuple[str, ...] = ()  # image directories copied to the sandbox's disk, bound back writable
     config_dir: str | None = None  # APPTAINER_CONFIGDIR of the instances (default: <root_dir>/.apptainer)
-    nproc: Literal["auto", "enforce", "off"] = "auto"  # limits.processes: see the module docstring
+    nproc: Literal["auto", "enforce", "off"] = "auto"  # limits.processes: see backend.py's docstring
     extra_args: tuple[str, ...] = ()  # appended to `instance start`
+
+    def with_writable(self, *paths: str) -> ApptainerOptions:
+        """These options with image directories copied to the sandbox's disk, bound back writable."""
+        return self.model_copy(update={"disk_copies": tuple(dict.fromkeys((*self.disk_copies, *paths)))})
 
 
 def config_dir_of(options: ApptainerOptions, root_dir: str | Path) -> Path:

@@ -31,28 +31,39 @@ PULL_HINT = (
     "python -m prorl_gym.sandbox.backends.apptainer.pull <dataset.jsonl>"
 )
 
-_pull_locks: dict[Path, asyncio.Lock] = {}
-
 
 async def pull_image(
     uri: str, cache_dir: str | Path | None = None, binary: str = "apptainer", timeout: float | None = None
 ) -> Path:
     """The cached .sif of a docker://, oras://, library:// ... `uri`, pulled first if absent."""
     dest = sif_path(uri, cache_dir)
-    async with _pull_locks.setdefault(dest, asyncio.Lock()):  # one pull per image per process
-        if dest.exists():
-            return dest
-        if shutil.which(binary) is None:
-            raise ApptainerError(f"{binary!r} not found to pull {uri}: {INSTALL_HINT}")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.stem}.{os.getpid()}.tmp.sif")  # concurrent pullers never see half a file
-        log.info("pulling %s to %s", uri, dest)
-        code, out = await run(pull_argv(uri, tmp, binary), timeout, pull_env(os.environ))
-        if code != 0:
-            tmp.unlink(missing_ok=True)
-            raise ApptainerError(f"{binary} pull {uri} failed (exit {code}): {out}\n{PULL_HINT}")
-        os.replace(tmp, dest)
+    if dest.exists():
+        return dest
+    if shutil.which(binary) is None:
+        raise ApptainerError(f"{binary!r} not found to pull {uri}: {INSTALL_HINT}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.stem}.{os.getpid()}.tmp.sif")  # concurrent pullers never see half a file
+    log.info("pulling %s to %s", uri, dest)
+    code, out = await run(pull_argv(uri, tmp, binary), timeout, pull_env(os.environ))
+    if code != 0:
+        tmp.unlink(missing_ok=True)
+        raise ApptainerError(f"{binary} pull {uri} failed (exit {code}): {out}\n{PULL_HINT}")
+    os.replace(tmp, dest)
     return dest
+
+
+class ImagePulls:
+    """A backend's pulls: one per image at a time, so sandboxes starting from an image that is being
+    pulled wait for that pull instead of pulling it too."""
+
+    def __init__(self) -> None:
+        self._locks: dict[Path, asyncio.Lock] = {}
+
+    async def get(
+        self, uri: str, cache_dir: str | Path | None = None, binary: str = "apptainer", timeout: float | None = None
+    ) -> Path:
+        async with self._locks.setdefault(sif_path(uri, cache_dir), asyncio.Lock()):
+            return await pull_image(uri, cache_dir, binary, timeout)
 
 
 def dataset_images(paths: list[str | Path], field: str = "image") -> list[str]:

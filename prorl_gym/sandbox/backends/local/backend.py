@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 from prorl_gym.runtime.zygote import ZygoteConfig
-from prorl_gym.sandbox.backends.base import private_dir_of
+from prorl_gym.sandbox.backends.base import PlacementBackend
 from prorl_gym.sandbox.backends.local.bwrap import (
     BwrapPlacement,
     IsolationUnavailable,
@@ -29,6 +29,7 @@ from prorl_gym.sandbox.backends.local.bwrap import (
 from prorl_gym.sandbox.backends.local.options import LocalOptions
 from prorl_gym.sandbox.backends.local.processes import kill_leftovers, kill_tagged
 from prorl_gym.sandbox.backends.local.unisolated import UnisolatedPlacement
+from prorl_gym.sandbox.layout import private_dir_of
 from prorl_gym.sandbox.leases import Lease, kill_lease_pids
 from prorl_gym.sandbox.owner import owner_id
 from prorl_gym.sandbox.spec import SandboxSpec
@@ -50,7 +51,7 @@ def untraversable_parent(path: Path, uid: int) -> Path | None:
     return None
 
 
-class LocalBackend:
+class LocalBackend(PlacementBackend):
     options = LocalOptions
 
     def check(self, spec: SandboxSpec) -> None:
@@ -84,7 +85,7 @@ class LocalBackend:
                         f"{what} {path} is not reachable by the sandbox uid {options.host_uid}: {blocked} has "
                         "no execute permission for others (chmod o+x it, or use a directory under /tmp)"
                     )
-        private_dir = private_dir_of(spec, sandbox_id)
+        private_dir = private_dir_of(spec.root_dir, sandbox_id)
         private_dir.mkdir(exist_ok=True)
         os.chmod(private_dir, 0o711 if options.isolation == "required" else 0o700)
         if options.isolation == "none":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from prorl_gym.sandbox.spec import BackendOptions
+from prorl_gym.sandbox.backends.kinds import BackendOptions
 
 
 class LocalOptions(BackendOptions):

@@ -3,21 +3,30 @@
 """The `ray` backend: sandboxes on the sandbox hosts of a Ray cluster (see this folder's __init__),
 created whole there: an environment gets a RemoteSandbox with the same async API.
 
-Ray itself is imported only when the backend is used (placer.py), not when a spec naming it is read."""
+An instance holds the hosts it started (one HostSet per distinct options: placer.py) until it is
+closed; a server holds one instance (backends/registry.py)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from prorl_gym.sandbox.backends.base import backend_class
+from prorl_gym.sandbox.backends.base import HasHosts, RemoteBackend
 from prorl_gym.sandbox.backends.ray.options import RayOptions
+from prorl_gym.sandbox.backends.ray.placer import HostSet
+from prorl_gym.sandbox.backends.ray.sandbox import RemoteSandbox
+from prorl_gym.sandbox.backends.registry import backend_class
 from prorl_gym.sandbox.spec import SandboxSpec
 
 
-class RayBackend:
-    """Creates whole sandboxes on remote hosts (a SandboxFactory), not placements here."""
+class RayBackend(RemoteBackend, HasHosts):
+    """Creates whole sandboxes on remote hosts, not placements here."""
 
     options = RayOptions
+
+    def __init__(self) -> None:
+        self._host_sets: dict[str, HostSet] = {}  # by options
+        self._starting = asyncio.Lock()  # one host set started per options, however many sandboxes ask
 
     def check(self, spec: SandboxSpec) -> None:
         if spec.backend.inner.kind == "ray":
@@ -31,20 +40,26 @@ class RayBackend:
     def zygote_config(self, spec: SandboxSpec) -> None:
         return None  # hosts keep their own kernel zygotes
 
-    async def create(self, spec: SandboxSpec, sandbox_id: str) -> Any:
-        from prorl_gym.sandbox.backends.ray.placer import host_set  # Ray is imported only when used
+    async def create(self, spec: SandboxSpec, sandbox_id: str) -> RemoteSandbox:
+        return await (await self._host_set(spec.backend, spec.root_dir)).create(spec, sandbox_id)
 
-        return await (await host_set(spec.backend, spec.root_dir)).create(spec, sandbox_id)
+    async def _host_set(self, options: RayOptions, root_dir: str) -> HostSet:
+        key = options.model_dump_json()
+        async with self._starting:
+            hosts = self._host_sets.get(key)
+            if hosts is None:
+                hosts = HostSet(options, [root_dir])
+                await hosts.start()
+                self._host_sets[key] = hosts
+            elif root_dir not in hosts.root_dirs:
+                hosts.root_dirs.append(root_dir)
+        return hosts
 
     async def status(self) -> list[dict[str, Any]]:
-        from prorl_gym.sandbox.backends.ray.placer import host_sets
-
-        return [status for hosts in host_sets() for status in hosts.status()]
+        return [status for hosts in self._host_sets.values() for status in hosts.status()]
 
     async def drain(self, host: str, draining: bool = True) -> dict[str, Any]:
-        from prorl_gym.sandbox.backends.ray.placer import host_sets
-
-        for hosts in host_sets():
+        for hosts in self._host_sets.values():
             try:
                 return await hosts.drain(host, draining)
             except KeyError:
@@ -52,6 +67,8 @@ class RayBackend:
         raise KeyError(f"no sandbox host {host!r}")
 
     async def close(self) -> None:
-        from prorl_gym.sandbox.backends.ray.placer import close_host_sets
-
-        await close_host_sets()
+        """Stop the hosts this instance started (their sandboxes end); a later create starts afresh."""
+        host_sets, self._host_sets = list(self._host_sets.values()), {}
+        self._starting = asyncio.Lock()  # a fresh one: a later create may run on another event loop
+        for hosts in host_sets:
+            await hosts.close()

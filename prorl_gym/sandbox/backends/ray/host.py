@@ -22,10 +22,10 @@ from typing import Any
 from prorl_gym.runtime.kernel import PythonResult
 from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.runtime.zygote import KernelZygote, ZygoteConfig
-from prorl_gym.sandbox.backends.base import get_backend
+from prorl_gym.sandbox.backends.registry import Backends
 from prorl_gym.sandbox.errors import SandboxClosedError, SandboxStartError
 from prorl_gym.sandbox.fork import SandboxForkError, Template
-from prorl_gym.sandbox.leases import reap_stale
+from prorl_gym.sandbox.reaper import reap_stale
 from prorl_gym.sandbox.sandbox import Sandbox, create_sandbox
 from prorl_gym.sandbox.spec import SandboxSpec
 
@@ -53,6 +53,7 @@ class SandboxHost:
         self.node = node  # e.g. "<hostname>@<ray node id>": what rollout records show as their host
         self.draining = False
         self.counts: Counter[str] = Counter()
+        self._backends = Backends()  # the inner backends, one instance each for this host's life
         self._sandboxes: dict[str, Sandbox] = {}
         self._templates: dict[str, Template] = {}  # frozen sandboxes of this node, to fork from
         self._zygotes: dict[ZygoteConfig, KernelZygote] = {}
@@ -83,6 +84,7 @@ class SandboxHost:
         await asyncio.gather(*(z.close() for z in self._zygotes.values()), return_exceptions=True)
         for root in list(self._roots):  # what a lost host on this node left since the last sweep
             await self._reap(root)
+        await self._backends.close()
 
     def drain(self, draining: bool = True) -> dict[str, Any]:
         """Stop (or resume) taking new sandboxes; the running ones finish as usual."""
@@ -118,7 +120,8 @@ class SandboxHost:
         spec = SandboxSpec.model_validate_json(spec_json)
         await self._note_root(spec.root_dir)
         try:
-            sandbox = await create_sandbox(spec, sandbox_id, zygote=await self._zygote(spec))
+            zygote = await self._zygote(spec)
+            sandbox = await create_sandbox(spec, sandbox_id, zygote=zygote, backends=self._backends)
         except BaseException:
             self.counts["start_failures"] += 1
             raise
@@ -197,7 +200,7 @@ class SandboxHost:
 
     async def _zygote(self, spec: SandboxSpec) -> KernelZygote | None:
         """One kernel zygote per distinct config (as a resources server keeps one for its spec)."""
-        config = get_backend(spec).zygote_config(spec)
+        config = self._backends.get(spec).zygote_config(spec)
         if config is None:
             return None
         async with self._zygote_lock:
@@ -214,7 +217,7 @@ class SandboxHost:
     async def _reap(self, root: str) -> None:
         self._roots.add(root)
         with contextlib.suppress(OSError):
-            reaped = await reap_stale(root)
+            reaped = await reap_stale(root, self._backends)
             if reaped:
                 log.warning("host %s reaped %d sandboxes left on this node: %s", self.name, len(reaped), reaped)
 

@@ -8,12 +8,13 @@ from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, SerializeAsAny
 
-from prorl_gym.sandbox.spec import BackendOptions, _backend_options
+from prorl_gym.sandbox.backends.kinds import BackendOptions
+from prorl_gym.sandbox.spec import backend_options
 
 
 class RayOptions(BackendOptions):
     kind: Literal["ray"] = "ray"
-    inner: Annotated[SerializeAsAny[BackendOptions], BeforeValidator(_backend_options)] = Field(
+    inner: Annotated[SerializeAsAny[BackendOptions], BeforeValidator(backend_options)] = Field(
         "local", validate_default=True
     )
     address: str | None = None  # None: the Ray this process joined (NeMo Gym's), else $RAY_ADDRESS or "auto"

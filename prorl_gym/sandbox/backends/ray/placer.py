@@ -1,7 +1,8 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""The sandbox hosts of one server: a SandboxHost actor on each Ray node that offers the host
-resource, placement over them, health, drain, and loss.
+"""The placer: the sandbox hosts of one server (a HostSet per RayBackend and options), a SandboxHost
+actor (host.py) on each Ray node that offers the host resource, placement over them, health,
+drain, and loss.
 
 - Hosts are actors owned by this process (not detached): if the server dies, Ray ends them,
   and their sandboxes with them; the next host on that node reaps the leftovers.
@@ -23,115 +24,25 @@ import os
 import secrets
 import socket
 import time
-from collections import Counter, OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from prorl_gym.sandbox.backends.ray.handle import HostHandle
 from prorl_gym.sandbox.backends.ray.host import SandboxHost, locality_key
-from prorl_gym.sandbox.backends.ray.sandbox import RemoteSandbox, unwrap
+from prorl_gym.sandbox.backends.ray.options import RayOptions
+from prorl_gym.sandbox.backends.ray.sandbox import RemoteSandbox
 from prorl_gym.sandbox.errors import SandboxLostError, SandboxStartError
 from prorl_gym.sandbox.owner import owner_id
 from prorl_gym.sandbox.spec import SandboxSpec
-
-if TYPE_CHECKING:
-    from prorl_gym.sandbox.backends.ray.options import RayOptions
 
 log = logging.getLogger(__name__)
 LOCALITY_SLACK = 0.25  # a host that has the task's image/repository may be this much busier
 SCAN_EVERY = 5  # health rounds between node scans
 SHUTDOWN_TIMEOUT_S = 30.0
 HOST_RESOURCE_SHARE = 0.001  # each host takes this much of its node's host resource (it only marks eligibility)
-
-
-class HostHandle:
-    """One host actor as the placer sees it."""
-
-    def __init__(self, name: str, node_id: str, actor: Any, capacity: int):
-        self.name = name
-        self.node_id = node_id
-        self.actor = actor
-        self.capacity = capacity
-        self.node = name  # replaced by the host's own "<hostname>@<node>" once started
-        self.live: set[str] = set()  # sandboxes placed here, starting ones included
-        self.healthy = True
-        self.draining = False
-        self.missed = 0
-        self.counts: Counter[str] = Counter()
-        self.recent: OrderedDict[str, None] = OrderedDict()  # locality keys of sandboxes placed here
-        self._lost: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._on_release: Any = None
-        self._on_lost: Any = None
-
-    @property
-    def lost(self) -> bool:
-        return self._lost.done()
-
-    @property
-    def available(self) -> bool:
-        return not self.lost and self.healthy and not self.draining and len(self.live) < self.capacity
-
-    @property
-    def load(self) -> float:
-        return len(self.live) / max(self.capacity, 1)
-
-    async def call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
-        """One actor call; SandboxLostError if the host is or becomes lost meanwhile."""
-        if self.lost:
-            raise SandboxLostError(f"sandbox host {self.name} is lost")
-        call = asyncio.ensure_future(getattr(self.actor, method).remote(*args))
-        try:
-            done, _ = await asyncio.wait([call, self._lost], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            call.cancel()
-            raise
-        if call not in done:
-            call.cancel()
-            if self.lost:
-                raise SandboxLostError(f"sandbox host {self.name} was lost during {method}")
-            raise TimeoutError(f"sandbox host {self.name}: {method} timed out after {timeout}s")
-        try:
-            return call.result()
-        except Exception as exc:  # noqa: BLE001 - unwrapped below: the host's own error, or its loss
-            error = unwrap(exc, self.name)
-            if isinstance(error, SandboxLostError) and self._on_lost:
-                self._on_lost(self)  # Ray says the actor died: no need to wait for the monitor
-            raise error from None
-
-    def mark_lost(self) -> int:
-        """The host is gone: fail its calls; how many sandboxes went with it."""
-        if not self.lost:
-            self._lost.set_result(True)
-            self.counts["lost"] += len(self.live)
-        return len(self.live)
-
-    def release(self, sandbox_id: str) -> None:
-        self.live.discard(sandbox_id)
-        if self._on_release:
-            self._on_release()
-
-    def remember(self, key: str | None) -> None:
-        if key is not None:
-            self.recent[key] = None
-            self.recent.move_to_end(key)
-            while len(self.recent) > 4096:
-                self.recent.popitem(last=False)
-
-    def status(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "node": self.node,
-            "live": len(self.live),
-            "capacity": self.capacity,
-            "healthy": self.healthy and not self.lost,
-            "draining": self.draining,
-            "lost": self.lost,
-            "started": self.counts["started"],
-            "start_failures": self.counts["start_failures"],
-            "lost_sandboxes": self.counts["lost"],
-        }
 
 
 def connect(options: RayOptions) -> None:
@@ -342,34 +253,3 @@ class HostSet:
 
     def status(self) -> list[dict[str, Any]]:
         return [h.status() for h in self.hosts.values()] + [h.status() for h in self.lost]
-
-
-# ---------------------------------------------------------------- one host set per options and event loop
-
-_sets: dict[tuple[str, int], HostSet] = {}
-_lock: dict[int, asyncio.Lock] = {}
-
-
-async def host_set(options: RayOptions, root_dir: str) -> HostSet:
-    loop = id(asyncio.get_running_loop())
-    key = (options.model_dump_json(), loop)
-    async with _lock.setdefault(loop, asyncio.Lock()):
-        hosts = _sets.get(key)
-        if hosts is None:
-            hosts = HostSet(options, [root_dir])
-            await hosts.start()
-            _sets[key] = hosts
-        elif root_dir not in hosts.root_dirs:
-            hosts.root_dirs.append(root_dir)
-    return hosts
-
-
-def host_sets() -> list[HostSet]:
-    loop = id(asyncio.get_running_loop())
-    return [hosts for (_, set_loop), hosts in _sets.items() if set_loop == loop]
-
-
-async def close_host_sets() -> None:
-    loop = id(asyncio.get_running_loop())
-    for key in [key for key in _sets if key[1] == loop]:
-        await _sets.pop(key).close()

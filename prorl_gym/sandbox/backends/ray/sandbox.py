@@ -12,19 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from typing import TYPE_CHECKING, Any
-
-from ray.exceptions import RayActorError, RayTaskError
+from typing import Any
 
 from prorl_gym.runtime.files import resolve_path
 from prorl_gym.runtime.kernel import PythonResult
 from prorl_gym.runtime.shell import ShellResult
+from prorl_gym.sandbox.backends.ray.handle import HostHandle
 from prorl_gym.sandbox.errors import SandboxClosedError, SandboxLostError
 from prorl_gym.sandbox.sandbox import Sandbox
 from prorl_gym.sandbox.spec import SandboxSpec
-
-if TYPE_CHECKING:
-    from prorl_gym.sandbox.backends.ray.placer import HostHandle
 
 
 class RemoteSandbox:
@@ -143,15 +139,3 @@ class RemoteTemplate:
 
     async def __aexit__(self, *exc) -> None:
         await self.close()
-
-
-def unwrap(exc: BaseException, host: str) -> BaseException:
-    """The exception a remote call should raise here: the host's own (a SandboxError, a file
-    error) as itself; the host's death as SandboxLostError."""
-    if isinstance(exc, RayTaskError):
-        cause = exc.cause if isinstance(exc.cause, BaseException) else None
-        if cause is not None and not isinstance(cause, RayActorError):
-            return cause
-    if isinstance(exc, RayActorError):
-        return SandboxLostError(f"sandbox host {host} is lost: {type(exc).__name__}")
-    return exc
