@@ -3,7 +3,7 @@
 # make demo  - set up .venv, run rollouts of every environment end to end through ng_run, print a summary
 #              (TOKENIZER=qwen3: real Qwen3 token ids, token-in/token-out)
 # make test  - set up .venv, lint, run the test suite (offline)
-# make lint  - ruff check and format check
+# make lint  - ruff check and format check; no import cycles, no import against the layers
 # make bench - set up .venv, run the benchmarks (JSON lines under results/bench/)
 # make soak  - the fault-injection soak and the 10-minute steady run (JSON under results/bench/)
 # make eval ENV=math [SPLIT=validation] [REPEATS=4] [LIMIT=N] [POLICY=http://host:8000/v1 MODEL=name] [TOKEN_IDS=0]
@@ -76,6 +76,7 @@ test: setup link-venvs configs lint
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(PY) scripts/check_imports.py
 
 SPLIT ?= validation
 REPEATS ?= 4

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from benchmarks.common import emit, ms, raise_fd_limit, sandbox_root
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.sandbox import Sandbox, SandboxSpec, create_sandbox
+from prorl_gym.sandbox import SandboxAPI, SandboxSpec, create_sandbox
 from prorl_gym.sandbox.fork import staging_spec
 from resources_servers.swe.repos import prepare_repo, prepare_test_env, stage_repo, task_spec
 
@@ -52,7 +52,7 @@ async def timed(coro) -> tuple[float, object]:
     return time.perf_counter() - started, result
 
 
-async def first_bash(sandbox: Sandbox) -> Sandbox:
+async def first_bash(sandbox: SandboxAPI) -> SandboxAPI:
     assert (await sandbox.bash("echo ready")).output == "ready\n"
     return sandbox
 
@@ -92,7 +92,7 @@ async def swe_group(spec: SandboxSpec, group: int, rounds: int, project: str) ->
     test_env = await prepare_test_env(row, spec.kernel_python, SWE_CACHE)
     task = task_spec(spec, row, repo, test_env)
 
-    async def fresh_sample() -> Sandbox:
+    async def fresh_sample() -> SandboxAPI:
         sandbox = await create_sandbox(task)
         await stage_repo(sandbox, row)
         return sandbox
@@ -127,7 +127,7 @@ async def swe_group(spec: SandboxSpec, group: int, rounds: int, project: str) ->
     }
 
 
-def _sandbox_mib(sandbox: Sandbox) -> float:
+def _sandbox_mib(sandbox: SandboxAPI) -> float:
     """Memory a SWE sample's sandbox holds: PSS of its processes, plus the pages of its writable files
     where they are memory: a fresh sandbox's tmpfs (the repository copy); a fork's writes go to its
     overlay's upper dir on disk, and its template's files are page cache shared by every fork."""
@@ -180,7 +180,7 @@ async def math_snapshots(spec: SandboxSpec, samples: int) -> dict:
 
 
 async def math_group(spec: SandboxSpec, group: int, rounds: int) -> dict:
-    async def fresh_sample() -> Sandbox:
+    async def fresh_sample() -> SandboxAPI:
         sandbox = await create_sandbox(spec)
         await sandbox.python(WARM_CELL)
         assert "sympy" not in (await sandbox.python(GROUP_CELL)).output

@@ -10,7 +10,7 @@ benchmarks/pipeline_overlap, which runs it as the math server's entrypoint:
 import asyncio
 from typing import Any
 
-from prorl_gym.sandbox import Sandbox
+from prorl_gym.sandbox import SandboxAPI
 from resources_servers.math.app import MathResourcesServer, MathResourcesServerConfig, MathVerifyRequest
 
 
@@ -21,7 +21,7 @@ class SlowVerifyMathConfig(MathResourcesServerConfig):
 class SlowVerifyMathServer(MathResourcesServer):
     config: SlowVerifyMathConfig
 
-    async def evaluate(self, body: MathVerifyRequest, sandbox: Sandbox | None) -> dict[str, Any]:
+    async def evaluate(self, body: MathVerifyRequest, sandbox: SandboxAPI | None) -> dict[str, Any]:
         await asyncio.sleep(self.config.eval_delay_s)  # a verifier that takes this long, without using a CPU
         return await super().evaluate(body, sandbox)
 

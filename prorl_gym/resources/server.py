@@ -38,7 +38,7 @@ from prorl_gym.resources.sessions import SandboxSessions, UnknownSessionError
 from prorl_gym.resources.shared_init import SharedInit, default_init_key
 from prorl_gym.resources.snapshots import SnapshotStore, UnknownSnapshotError
 from prorl_gym.resources.tools import TOOLS, Tool, ToolResult
-from prorl_gym.sandbox import Backends, Sandbox, SandboxError, SandboxLostError, SandboxSpec
+from prorl_gym.sandbox import Backends, SandboxAPI, SandboxError, SandboxLostError, SandboxSpec
 from prorl_gym.supervise import supervised
 from prorl_gym.verify.pool import VerifierCrashed, VerifierError, VerifierPool, VerifierTimeout
 from prorl_gym.verify.transcript import count_tool_calls
@@ -269,14 +269,14 @@ class SandboxResourcesServer(PlainASGIMiddleware, SimpleResourcesServer):
         """The sandbox this task needs (e.g. its repository bound in, its image). Default: the config's."""
         return self.config.sandbox
 
-    async def stage_task(self, sandbox: Sandbox, row: SeedSessionRequest) -> None:
+    async def stage_task(self, sandbox: SandboxAPI, row: SeedSessionRequest) -> None:
         """INIT: put the task into the fresh sandbox (files, repositories). Default: nothing."""
 
     def init_key(self, row: SeedSessionRequest) -> str:
         """Rows with the same key are staged alike (share_init forks one staged sandbox for them)."""
         return default_init_key(row.model_dump(mode="json"))
 
-    async def evaluate(self, body: SandboxVerifyRequest, sandbox: Sandbox | None) -> dict[str, Any]:
+    async def evaluate(self, body: SandboxVerifyRequest, sandbox: SandboxAPI | None) -> dict[str, Any]:
         """EVAL: return at least {"reward": float} and the fields of `verify_response`; may use the
         sandbox before it is closed."""
         raise NotImplementedError

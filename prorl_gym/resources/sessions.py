@@ -16,13 +16,14 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from operator import methodcaller
 from pathlib import Path
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.resources.shared_init import SharedInit
 from prorl_gym.resources.snapshots import SnapshotStore
 from prorl_gym.runtime.zygote import KernelZygote
-from prorl_gym.sandbox import Backends, Sandbox, SandboxError, SandboxSpec, create_sandbox, default_backends
+from prorl_gym.sandbox import Backends, SandboxAPI, SandboxError, SandboxSpec, create_sandbox, default_backends
 from prorl_gym.sandbox.backends.base import HasHosts
 from prorl_gym.sandbox.fork import staging_spec
 from prorl_gym.sandbox.owner import short_hostname
@@ -52,13 +53,13 @@ class SandboxSessions:
         self.snapshots = snapshots or SnapshotStore()
         self.idle_ttl_s = idle_ttl_s
         self.zygote = kernel_zygote_for(spec, self.backends)
-        self._prepare = _warm_up_kernel if warm_kernels else None  # every new sandbox, pooled or not
+        self._prepare = methodcaller("warm_up_kernel") if warm_kernels else None  # every new sandbox, pooled or not
         self.pool = (
             SandboxPool(spec, pool_size, zygote=self.zygote, prepare=self._prepare, backends=self.backends)
             if pool_size
             else None
         )
-        self._sandboxes: dict[str, Sandbox] = {}
+        self._sandboxes: dict[str, SandboxAPI] = {}
         self.counts: Counter[str] = Counter()  # since start: sandboxes started, failed to start, kernels started
         self._last_used: dict[str, float] = {}
         self._sweeper: asyncio.Task | None = None
@@ -117,7 +118,7 @@ class SandboxSessions:
             raise KeyError(f"{self.spec.backend.kind!r} sandboxes have no hosts to drain")
         return await self.backend.drain(host, draining)
 
-    async def create(self, session_id: str, spec: SandboxSpec | None = None) -> Sandbox:
+    async def create(self, session_id: str, spec: SandboxSpec | None = None) -> SandboxAPI:
         """A fresh sandbox for this session (a stale one from a retried seed is closed first).
 
         `spec`: this task's own (e.g. with its repository bound in); the warm pool only
@@ -125,8 +126,8 @@ class SandboxSessions:
         return await self._open(session_id, lambda: self._new(spec))
 
     async def create_shared(
-        self, session_id: str, key: str, spec: SandboxSpec, stage: Callable[[Sandbox], Awaitable[None]]
-    ) -> Sandbox:
+        self, session_id: str, key: str, spec: SandboxSpec, stage: Callable[[SandboxAPI], Awaitable[None]]
+    ) -> SandboxAPI:
         """A fork of the task's template (see shared_init.py), staged by `stage` if there is none yet."""
 
         async def make_template():
@@ -139,11 +140,11 @@ class SandboxSessions:
 
         return await self._open(session_id, lambda: self.shared_init.fork(key, make_template))
 
-    async def create_branch(self, session_id: str, snapshot_id: str) -> Sandbox:
+    async def create_branch(self, session_id: str, snapshot_id: str) -> SandboxAPI:
         """A sandbox as another session's was when the snapshot was taken (snapshots.py)."""
         return await self._open(session_id, lambda: self.snapshots.branch(snapshot_id))
 
-    async def _open(self, session_id: str, start: Callable[[], Awaitable[Sandbox]]) -> Sandbox:
+    async def _open(self, session_id: str, start: Callable[[], Awaitable[SandboxAPI]]) -> SandboxAPI:
         """The session's new sandbox from `start` (a stale one from a retried seed is closed first)."""
         await self.release(session_id)
         try:
@@ -158,7 +159,7 @@ class SandboxSessions:
         self._last_used[session_id] = time.monotonic()
         return sandbox
 
-    async def _new(self, spec: SandboxSpec | None) -> Sandbox:
+    async def _new(self, spec: SandboxSpec | None) -> SandboxAPI:
         if spec is not None and spec != self.spec:
             return await create_sandbox(spec, zygote=self._zygote_for(spec), backends=self.backends)
         if self.pool:
@@ -170,7 +171,7 @@ class SandboxSessions:
         shares = self.zygote is not None and self.backends.get(spec).zygote_config(spec) == self.zygote.config
         return self.zygote if shares else None
 
-    def get(self, session_id: str) -> Sandbox:
+    def get(self, session_id: str) -> SandboxAPI:
         try:
             sandbox = self._sandboxes[session_id]
         except KeyError:
@@ -180,7 +181,7 @@ class SandboxSessions:
         self._last_used[session_id] = time.monotonic()
         return sandbox
 
-    def find(self, session_id: str) -> Sandbox | None:
+    def find(self, session_id: str) -> SandboxAPI | None:
         return self._sandboxes.get(session_id)
 
     async def release(self, session_id: str) -> bool:
@@ -206,10 +207,6 @@ class SandboxSessions:
                 await self.shared_init.sweep()
             await self.snapshots.sweep()
             await reap_stale(self.spec.root_dir, self.backends)
-
-
-def _warm_up_kernel(sandbox: Sandbox) -> None:
-    sandbox.warm_up_kernel()  # the object's own method: a RemoteSandbox is not a Sandbox subclass
 
 
 def kernel_zygote_for(spec: SandboxSpec, backends: Backends | None = None) -> KernelZygote | None:

@@ -21,8 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from prorl_gym.sandbox import Sandbox, SandboxError
-from prorl_gym.sandbox.fork import Template
+from prorl_gym.sandbox import SandboxAPI, SandboxError, TemplateAPI
 
 # Row keys that differ between the samples of one task, and never change how it is staged.
 PER_SAMPLE_KEYS = ("responses_create_params", "_ng_rollout_index", "_ng_task_index")
@@ -36,7 +35,7 @@ def default_init_key(row: dict[str, Any]) -> str:
 @dataclass
 class _Entry:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    template: Template | None = None
+    template: TemplateAPI | None = None
     used: float = field(default_factory=time.monotonic)
 
 
@@ -50,7 +49,7 @@ class SharedInit:
     def __len__(self) -> int:
         return sum(entry.template is not None for entry in self._entries.values())
 
-    async def fork(self, key: str, make_template: Callable[[], Awaitable[Template]]) -> Sandbox:
+    async def fork(self, key: str, make_template: Callable[[], Awaitable[TemplateAPI]]) -> SandboxAPI:
         """A fork of the task's template, made first if there is none (one maker per key at a time:
         the other samples of the group wait for it instead of staging the task too)."""
         entry = self._entries.setdefault(key, _Entry())

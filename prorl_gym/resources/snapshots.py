@@ -4,50 +4,63 @@
 
 The agent asks for one after a turn (`snapshots: every_turn`); a branch seeds its sandbox
 as a fork of it. A snapshot is a frozen template (sandbox/fork.py): its files on disk, no
-process. It lives until released (the agent releases a batch's snapshots with the batch) or
+process, and the editor's undo history as it was (the tool's state, carried into every branch on
+every backend: `undo_edit` after a branch undoes the snapshot's last edit). It lives until released (the agent releases a batch's snapshots with the batch) or
 until `ttl_s` after its creation; a killed server's are reaped by their leases.
 """
 
 from __future__ import annotations
 
+import copy
 import time
+from dataclasses import dataclass
 
 from prorl_gym.errors import ProrlError
-from prorl_gym.sandbox import Sandbox
-from prorl_gym.sandbox.fork import Template
+from prorl_gym.sandbox.api import Forkable, SandboxAPI, TemplateAPI
+from prorl_gym.sandbox.errors import SandboxForkError
 
 
 class UnknownSnapshotError(ProrlError, LookupError):
     """No such snapshot here: never taken, released, expired, or taken by a server since restarted."""
 
 
+@dataclass
+class Snapshot:
+    template: TemplateAPI
+    edit_history: dict[str, list[str | None]]
+    taken_at: float  # time.monotonic()
+
+
 class SnapshotStore:
     def __init__(self, ttl_s: float = 3600.0, max_snapshots: int = 10_000):
         self.ttl_s = ttl_s
         self.max_snapshots = max_snapshots
-        self._snapshots: dict[str, tuple[Template, float]] = {}
+        self._snapshots: dict[str, Snapshot] = {}
         self.counts = {"taken": 0, "branched": 0, "released": 0}
 
     def __len__(self) -> int:
         return len(self._snapshots)
 
-    async def take(self, sandbox: Sandbox) -> str:
+    async def take(self, sandbox: SandboxAPI) -> str:
+        if not isinstance(sandbox, Forkable):
+            raise SandboxForkError(f"sandbox {sandbox.id} cannot be frozen")
         if len(self._snapshots) >= self.max_snapshots:
             await self.sweep(oldest=len(self._snapshots) - self.max_snapshots + 1)
         template = await sandbox.freeze()
-        self._snapshots[template.id] = (template, time.monotonic())
+        self._snapshots[template.id] = Snapshot(template, copy.deepcopy(sandbox.edit_history), time.monotonic())
         self.counts["taken"] += 1
         return template.id
 
-    async def branch(self, snapshot_id: str) -> Sandbox:
-        """A new sandbox as the snapshot's sandbox was when it was taken."""
+    async def branch(self, snapshot_id: str) -> SandboxAPI:
+        """A new sandbox as the snapshot's sandbox was when it was taken, its undo history too."""
         try:
-            template, _ = self._snapshots[snapshot_id]
+            snapshot = self._snapshots[snapshot_id]
         except KeyError:
             raise UnknownSnapshotError(
                 f"no snapshot {snapshot_id!r} (released, expired, or taken elsewhere)"
             ) from None
-        (sandbox,) = await template.spawn(1)
+        (sandbox,) = await snapshot.template.spawn(1)
+        sandbox.edit_history = copy.deepcopy(snapshot.edit_history)
         self.counts["branched"] += 1
         return sandbox
 
@@ -56,16 +69,16 @@ class SnapshotStore:
         released = 0
         for snapshot_id in snapshot_ids:
             if (entry := self._snapshots.pop(snapshot_id, None)) is not None:
-                await entry[0].close()
+                await entry.template.close()
                 released += 1
         self.counts["released"] += released
         return released
 
     async def sweep(self, oldest: int = 0) -> None:
         """Release the expired snapshots, and the `oldest` n besides."""
-        by_age = sorted(self._snapshots, key=lambda i: self._snapshots[i][1])
+        by_age = sorted(self._snapshots, key=lambda i: self._snapshots[i].taken_at)
         cutoff = time.monotonic() - self.ttl_s
-        expired = [i for i in by_age if self._snapshots[i][1] < cutoff]
+        expired = [i for i in by_age if self._snapshots[i].taken_at < cutoff]
         await self.release(list(dict.fromkeys(expired + by_age[:oldest])))
 
     async def close(self) -> None:

@@ -5,11 +5,13 @@
 from prorl_gym.runtime.files import EditError, SandboxFileError, SandboxFileNotFound, SandboxFileTooLarge
 from prorl_gym.runtime.kernel import PythonResult
 from prorl_gym.runtime.shell import ShellResult
+from prorl_gym.sandbox.api import Forkable, SandboxAPI, TemplateAPI
 from prorl_gym.sandbox.backends.kinds import RunsImages, UnknownBackendError
 from prorl_gym.sandbox.backends.registry import Backends, default_backends, get_backend
 from prorl_gym.sandbox.errors import (
     SandboxClosedError,
     SandboxError,
+    SandboxForkError,
     SandboxKernelError,
     SandboxLostError,
     SandboxStartError,
@@ -23,11 +25,14 @@ __all__ = [
     "Bind",
     "ResourceLimits",
     "EditError",
+    "Forkable",
     "PythonResult",
     "RunsImages",
     "Sandbox",
     "SandboxClosedError",
+    "SandboxAPI",
     "SandboxError",
+    "SandboxForkError",
     "SandboxFileError",
     "SandboxFileNotFound",
     "SandboxFileTooLarge",
@@ -36,6 +41,7 @@ __all__ = [
     "SandboxSpec",
     "SandboxStartError",
     "SandboxUnresponsiveError",
+    "TemplateAPI",
     "ShellResult",
     "UnknownBackendError",
     "create_sandbox",

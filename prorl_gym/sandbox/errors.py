@@ -30,3 +30,7 @@ class SandboxUnresponsiveError(SandboxError):
 
 class SandboxKernelError(SandboxError):
     """The Python kernel could not be started (limits, resources)."""
+
+
+class SandboxForkError(SandboxError):
+    """A sandbox could not be frozen or forked (its backend cannot, or its state could not be read)."""

@@ -34,24 +34,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import json
 import logging
 import os
 import secrets
 import shutil
 import tarfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from prorl_gym.runtime.kernel import PythonResult
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap
-from prorl_gym.sandbox.errors import SandboxError
+from prorl_gym.runtime.shell import ShellResult
+from prorl_gym.sandbox.api import SandboxAPI, TemplateAPI
+from prorl_gym.sandbox.backends.base import KeepsWrites, Placement
+from prorl_gym.sandbox.errors import SandboxForkError
 from prorl_gym.sandbox.layout import private_dir_of
 from prorl_gym.sandbox.leases import lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
-
-if TYPE_CHECKING:
-    from prorl_gym.sandbox.sandbox import Sandbox
 
 log = logging.getLogger(__name__)
 
@@ -127,38 +128,59 @@ del __prorl_restore
 """
 
 
-class SandboxForkError(SandboxError):
-    """A sandbox could not be frozen or forked (its backend cannot, or its state could not be read)."""
+class Frozen(Protocol):
+    """What freeze() reads of a sandbox on this machine (sandbox.py's Sandbox)."""
+
+    id: str
+    spec: SandboxSpec
+    placement: Placement
+    closed: bool
+    kernel_started: bool
+
+    async def bash(self, command: str, timeout: float | None = None) -> ShellResult: ...
+
+    async def python(self, code: str, timeout: float | None = None) -> PythonResult: ...
+
+    async def close(self) -> None: ...
 
 
-class Template:
+# How a template starts one fork: (its spec, its id, awaited with its id once it is closed, whether
+# its parent's Python state is to be loaded with its kernel) -> the fork, started. The frozen sandbox's owner supplies it (Sandbox.freeze: placed by the same backend,
+# with the same kernel zygote), so a template keeps nothing of the sandbox it was frozen from.
+Starter = Callable[[SandboxSpec, str, Callable[[str], Awaitable[None]], bool], Awaitable[SandboxAPI]]
+
+
+class Template(TemplateAPI):
     """A sandbox's frozen state (see the module docstring). spawn() as often as needed; close()
     when no more forks are wanted: its files go once its last fork is closed too."""
 
-    def __init__(self, parent: Sandbox, template_id: str, directory: Path, python_state: bool, dropped: list[str]):
+    def __init__(
+        self,
+        spec: SandboxSpec,
+        template_id: str,
+        directory: Path,
+        python_state: bool,
+        dropped: list[str],
+        start: Starter,
+    ):
         self.id = template_id
         self.directory = directory
-        self.spec = parent.spec.model_copy(update={"template_dir": str(directory / "files"), "staging": False})
+        self.spec = spec.model_copy(update={"template_dir": str(directory / "files"), "staging": False})
         self.python_state = python_state
         self.dropped = dropped  # Python names that could not be carried over
-        self._backend = parent.backend
-        self._zygote = parent.zygote
-        self._edit_history = copy.deepcopy(parent.edit_history)
+        self._start = start
         self._forks: set[str] = set()
         self._closed = False
 
-    async def spawn(self, n: int = 1, ids: list[str] | None = None) -> list[Sandbox]:
+    async def spawn(self, n: int = 1, ids: list[str] | None = None) -> list[SandboxAPI]:
         """n sandboxes starting from this template (with these ids, if given); all start or none
         (the started are closed)."""
-        from prorl_gym.sandbox.sandbox import start_sandbox
-
         if self._closed:
             raise SandboxForkError(f"template {self.id} is closed")
         ids = list(ids) if ids is not None else [secrets.token_hex(6) for _ in range(n)]
         self._forks.update(ids)  # held from now: a fork that fails to start releases its own
         started = await asyncio.gather(
-            *(start_sandbox(self._backend, self.spec, i, self._zygote, self._fork_closed) for i in ids),
-            return_exceptions=True,
+            *(self._start(self.spec, i, self._fork_closed, self.python_state) for i in ids), return_exceptions=True
         )
         forks = [s for s in started if not isinstance(s, BaseException)]
         if len(forks) < n:
@@ -167,9 +189,6 @@ class Template:
             await self._remove_if_unused()
             error = next(s for s in started if isinstance(s, BaseException))
             raise error
-        for sandbox in forks:
-            sandbox.edit_history = copy.deepcopy(self._edit_history)
-            sandbox.python_state_pending = self.python_state
         return forks
 
     async def close(self) -> None:
@@ -184,12 +203,6 @@ class Template:
         if self._closed and not self._forks and self.directory.exists():
             await asyncio.to_thread(_remove, self.spec.root_dir, self.id, self.directory)
 
-    async def __aenter__(self) -> Template:
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
-
 
 def _remove(root_dir: str, template_id: str, directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
@@ -201,17 +214,16 @@ def staging_spec(spec: SandboxSpec) -> SandboxSpec:
     return spec.model_copy(update={"staging": True, "template_dir": None})
 
 
-async def freeze(sandbox: Sandbox, timeout: float = 60.0, consume: bool = False) -> Template:
-    """Freeze a sandbox's current state into a template; the sandbox itself goes on unchanged, or,
-    with `consume`, is closed (one made with `staging_spec` on bubblewrap gives its files uncopied)."""
-    if not sandbox.backend.can_fork(sandbox.spec):
-        raise SandboxForkError(f"sandbox {sandbox.id}: its backend ({sandbox.spec.backend.kind}) cannot fork")
+async def freeze(sandbox: Frozen, start: Starter, timeout: float = 60.0, consume: bool = False) -> Template:
+    """Freeze a sandbox's current state into a template whose forks `start` starts; the sandbox
+    itself goes on unchanged, or, with `consume`, is closed (one made with `staging_spec` on
+    bubblewrap gives its files uncopied). Whether its backend can fork is the caller's check."""
     template_id = f"tpl-{secrets.token_hex(6)}"
     directory = private_dir_of(sandbox.spec.root_dir, template_id)
     # A lease first, as for a sandbox: a server killed from here on leaves nothing unaccounted.
     await asyncio.to_thread(write_lease, sandbox.spec.root_dir, lease_for(template_id, sandbox.spec))
     files, dirs = directory / "files", sandbox.placement.fork_dirs
-    take_writes = consume and sandbox.spec.staging and hasattr(sandbox.placement, "keep_writes")
+    take_writes = consume and sandbox.spec.staging and isinstance(sandbox.placement, KeepsWrites)
     try:
         dropped, python_state = await _capture_state(sandbox, timeout)
         if take_writes:  # its writes on disk become the template's files
@@ -229,10 +241,10 @@ async def freeze(sandbox: Sandbox, timeout: float = 60.0, consume: bool = False)
         if not sandbox.closed:
             with contextlib.suppress(Exception):
                 await sandbox.bash(f"rm -rf {STATE_DIR}", timeout)
-    return Template(sandbox, template_id, directory, python_state, dropped)
+    return Template(sandbox.spec, template_id, directory, python_state, dropped, start)
 
 
-async def _capture_state(sandbox: Sandbox, timeout: float) -> tuple[list[str], bool]:
+async def _capture_state(sandbox: Frozen, timeout: float) -> tuple[list[str], bool]:
     result = await sandbox.bash(CAPTURE_SHELL, timeout)
     if result.exit_code != 0:
         raise SandboxForkError(f"sandbox {sandbox.id}: could not read its shell state: {result.output[-500:]}")
@@ -274,7 +286,7 @@ def _drop_mount_points(files: Path, private_dir: Path) -> None:
             break
 
 
-async def _copy_files(sandbox: Sandbox, files: Path, timeout: float) -> None:
+async def _copy_files(sandbox: Frozen, files: Path, timeout: float) -> None:
     """tar, run inside the parent as its uid, streams its fork_dirs (workspace, /tmp, ...) to the
     host. Mounts below them (sockets, binds) are not the sandbox's files: --one-file-system leaves
     them out."""

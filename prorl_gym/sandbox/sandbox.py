@@ -18,17 +18,18 @@ import contextlib
 import secrets
 import socket
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
-from prorl_gym.runtime.files import FileChannelError, SandboxFiles, resolve_path
+from prorl_gym.runtime.files import FileChannelError, SandboxFiles
 from prorl_gym.runtime.kernel import IPythonKernel, KernelError, PythonResult
 from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
 from prorl_gym.runtime.zygote import KernelZygote
+from prorl_gym.sandbox.api import Forkable, SandboxAPI
 from prorl_gym.sandbox.backends.base import Placement, PlacementBackend, RemoteBackend
 from prorl_gym.sandbox.backends.registry import Backends, default_backends
 from prorl_gym.sandbox.errors import (
     SandboxClosedError,
     SandboxError,
+    SandboxForkError,
     SandboxKernelError,
     SandboxStartError,
     SandboxUnresponsiveError,
@@ -41,7 +42,10 @@ BASH_ARGV = ["bash", "--noprofile", "--norc", "--noediting", "-i"]
 EXIT_WAIT_S = 2.0  # at close, how long the shells' and kernel's wrappers may take to exit by themselves
 
 
-class Sandbox:
+class Sandbox(SandboxAPI, Forkable):
+    """A sandbox on this machine, placed by a PlacementBackend: its shells and kernel are driven
+    from this process, through its Placement."""
+
     def __init__(
         self,
         spec: SandboxSpec,
@@ -124,23 +128,24 @@ class Sandbox:
         if self._on_close is not None:
             await self._on_close(self.id)
 
-    async def fork(self, n: int = 1) -> list[Sandbox]:
-        """n new sandboxes starting from this one's state, isolated from it and from each other
-        (see fork.py for what carries over)."""
-        async with await self.freeze() as template:
-            return await template.spawn(n)
-
     async def freeze(self, consume: bool = False) -> Template:
-        """This sandbox's state as a template to spawn forks from, as often as needed. consume: a
-        sandbox made with fork.staging_spec is closed and its files become the template's (no copy)."""
+        """This sandbox's state as a template to spawn forks from, as often as needed (see fork.py
+        for what carries over); its forks are placed by the same backend, with the same kernel
+        zygote. consume: a sandbox made with fork.staging_spec is closed and its files become the
+        template's (no copy)."""
         self._check_open()
-        return await freeze(self, self.spec.start_timeout_s + self.spec.command_timeout_s, consume)
+        if not self.backend.can_fork(self.spec):
+            raise SandboxForkError(f"sandbox {self.id}: its backend ({self.spec.backend.kind}) cannot fork")
+        backend, zygote = self.backend, self.zygote
 
-    async def __aenter__(self) -> Sandbox:
-        return self
+        async def start(
+            spec: SandboxSpec, sandbox_id: str, on_close: Callable[[str], Awaitable[None]], python_state: bool
+        ) -> Sandbox:
+            sandbox = await start_sandbox(backend, spec, sandbox_id, zygote, on_close)
+            sandbox.python_state_pending = python_state  # loaded with its kernel, before any cell of its own
+            return sandbox
 
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
+        return await freeze(self, start, self.spec.start_timeout_s + self.spec.command_timeout_s, consume)
 
     def _check_open(self) -> None:
         if self.closed:
@@ -176,10 +181,6 @@ class Sandbox:
     def workspace(self) -> str:
         """Where the sandbox's tools start, as its processes see it (a host directory when unisolated)."""
         return self.placement.workspace
-
-    def resolve(self, path: str) -> str:
-        """A path as the sandbox's tools see it (relative ones are in the workspace)."""
-        return resolve_path(self.workspace, path)
 
     @property
     def own_pid_namespace(self) -> bool:
@@ -255,14 +256,6 @@ class Sandbox:
         async with self._files() as files:
             return await files.edit(path, old, new)
 
-    async def upload(self, local_path: str | Path, sandbox_path: str) -> str:
-        data = await asyncio.to_thread(Path(local_path).read_bytes)
-        return await self.write_file(sandbox_path, data)
-
-    async def download(self, sandbox_path: str, local_path: str | Path) -> None:
-        data = await self.read_bytes(sandbox_path)
-        await asyncio.to_thread(Path(local_path).write_bytes, data)
-
 
 async def create_sandbox(
     spec: SandboxSpec | None = None,
@@ -271,7 +264,7 @@ async def create_sandbox(
     on_close: Callable[[str], Awaitable[None]] | None = None,
     *,
     backends: Backends | None = None,
-) -> Sandbox:
+) -> SandboxAPI:
     """Place and start a sandbox with the spec's backend; on any failure nothing is left behind.
 
     zygote: forks the sandbox's Python kernel from a pre-imported interpreter (local backend).

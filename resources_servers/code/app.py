@@ -23,7 +23,7 @@ from prorl_gym.resources.server import (
     SandboxVerifyResponse,
     SeedSessionRequest,
 )
-from prorl_gym.sandbox import Sandbox, SandboxError, SandboxFileError, SandboxFileNotFound, SandboxFileTooLarge
+from prorl_gym.sandbox import SandboxAPI, SandboxError, SandboxFileError, SandboxFileNotFound, SandboxFileTooLarge
 from prorl_gym.verify.transcript import final_assistant_text
 from resources_servers.code.check import (
     MAX_SOLUTION_BYTES,
@@ -87,11 +87,11 @@ class CodeResourcesServer(SandboxResourcesServer):
     verify_response = CodeVerifyResponse
     _eval_slots: asyncio.Semaphore | None = None
 
-    async def stage_task(self, sandbox: Sandbox, row: CodeSeedSessionRequest) -> None:
+    async def stage_task(self, sandbox: SandboxAPI, row: CodeSeedSessionRequest) -> None:
         if row.answer_file and row.starter_code:
             await sandbox.write_file(row.answer_file, row.starter_code)
 
-    async def evaluate(self, body: CodeVerifyRequest, sandbox: Sandbox | None) -> dict[str, Any]:
+    async def evaluate(self, body: CodeVerifyRequest, sandbox: SandboxAPI | None) -> dict[str, Any]:
         fields: dict[str, Any] = {}
         if body.answer_file:
             solution, problem = await self._read_answer_file(sandbox, body.answer_file)
@@ -108,7 +108,7 @@ class CodeResourcesServer(SandboxResourcesServer):
             result = await run_tests(solution, body.tests, await self.sandbox_spec(body), limits, self.backends)
         return fields | result
 
-    async def _read_answer_file(self, sandbox: Sandbox | None, path: str) -> tuple[str | None, str | None]:
+    async def _read_answer_file(self, sandbox: SandboxAPI | None, path: str) -> tuple[str | None, str | None]:
         if sandbox is None:  # the session's sandbox is gone (idle timeout, released): nothing to grade
             raise SandboxError("the agent's sandbox is gone: the answer file cannot be read")
         try:

@@ -20,7 +20,7 @@ from prorl_gym.resources.server import (
     SandboxVerifyResponse,
     SeedSessionRequest,
 )
-from prorl_gym.sandbox import Sandbox
+from prorl_gym.sandbox import SandboxAPI
 from prorl_gym.verify.answers import boxed_answer_of
 
 
@@ -61,7 +61,7 @@ class MathResourcesServer(SandboxResourcesServer):
     def verifier_checks(self) -> list[str]:
         return [self.config.check]
 
-    async def evaluate(self, body: MathVerifyRequest, sandbox: Sandbox | None) -> dict[str, Any]:
+    async def evaluate(self, body: MathVerifyRequest, sandbox: SandboxAPI | None) -> dict[str, Any]:
         answer, problem = boxed_answer_of(body.response, self.config.boxed_answers)
         fields: dict[str, Any] = {"extracted_answer": answer, "answer_problem": problem}
         if answer is None:

@@ -27,7 +27,7 @@ from prorl_gym.resources.server import (
     SeedSessionRequest,
 )
 from prorl_gym.resources.tools import Tool, ToolResult
-from prorl_gym.sandbox import Sandbox
+from prorl_gym.sandbox import SandboxAPI
 from prorl_gym.verify.answers import boxed_answer_of
 from resources_servers.stem.check import SymbolicSpec, check_answer, parse_spec
 from resources_servers.stem.search import (
@@ -92,7 +92,7 @@ class StemResourcesServer(SandboxResourcesServer):
     def verifier_checks(self) -> list[str]:
         return [self.config.check]
 
-    async def run_search(self, sandbox: Sandbox, args: SearchArgs) -> ToolResult:
+    async def run_search(self, sandbox: SandboxAPI, args: SearchArgs) -> ToolResult:
         try:
             passages = await self._search.search(args.query, self.config.search.top_k)
         except SearchError as exc:
@@ -100,7 +100,7 @@ class StemResourcesServer(SandboxResourcesServer):
         sources = [p.source for p in passages]
         return ToolResult(content=format_passages(passages), metadata={"results": len(passages), "sources": sources})
 
-    async def evaluate(self, body: StemVerifyRequest, sandbox: Sandbox | None) -> dict[str, Any]:
+    async def evaluate(self, body: StemVerifyRequest, sandbox: SandboxAPI | None) -> dict[str, Any]:
         # A malformed spec raises AnswerSpecError (a VerifierError): an eval_error, whatever the answer.
         spec = await asyncio.to_thread(parse_spec, body.answer)
         gold = await asyncio.to_thread(symbolic_gold, spec.expression) if isinstance(spec, SymbolicSpec) else None

@@ -27,7 +27,7 @@ from prorl_gym.resources.server import (
     SandboxVerifyResponse,
     SeedSessionRequest,
 )
-from prorl_gym.sandbox import Sandbox, SandboxSpec
+from prorl_gym.sandbox import SandboxAPI, SandboxSpec
 from prorl_gym.verify.pool import VerifierError
 from resources_servers.swe.evaluate import agent_diff, evaluate_patch
 from resources_servers.swe.repos import (
@@ -102,10 +102,10 @@ class SweResourcesServer(SandboxResourcesServer):
         python = self.config.sandbox.kernel_python
         return await prepare_repo(row, self.cache_dir), await prepare_test_env(row, python, self.cache_dir)
 
-    async def stage_task(self, sandbox: Sandbox, row: SweTask) -> None:
+    async def stage_task(self, sandbox: SandboxAPI, row: SweTask) -> None:
         await stage_repo(sandbox, row)
 
-    async def evaluate(self, body: SweVerifyRequest, sandbox: Sandbox | None) -> dict[str, Any]:
+    async def evaluate(self, body: SweVerifyRequest, sandbox: SandboxAPI | None) -> dict[str, Any]:
         try:
             repo_path = repo_env(body, self.config.sandbox.workspace).repo_path
             patch = await agent_diff(sandbox, body.base_commit, repo_path) if sandbox is not None else ""

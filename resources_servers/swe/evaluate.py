@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from prorl_gym.sandbox import Backends, Sandbox, SandboxError, SandboxSpec, create_sandbox
+from prorl_gym.sandbox import Backends, SandboxAPI, SandboxError, SandboxSpec, create_sandbox
 from prorl_gym.verify.pool import VerifierError
 from resources_servers.swe.canaries import CanaryPlan, plan_canaries
 from resources_servers.swe.monitor import Verdict, judge
@@ -126,7 +126,7 @@ def plan_grading(row: Any, env: RepoEnv) -> Grading:
     return Grading(runner, f2p, p2p, test_patch, patch_files(test_patch) | files, ("", root) if root else ("",))
 
 
-async def _sh(sb: Sandbox, script: str, timeout: float = 120.0, activate: str = "") -> tuple[int | None, str]:
+async def _sh(sb: SandboxAPI, script: str, timeout: float = 120.0, activate: str = "") -> tuple[int | None, str]:
     """A grader step: bash in CLEAN, nothing of the sandbox shell's state. With `activate` (the task's
     Python environment: its shell prefix, or "true"), the sandbox's own PATH, to find its Python."""
     body = f"{activate} && {script}" if activate else script
@@ -233,7 +233,7 @@ def _dropped(plan) -> dict[str, Any]:
     }
 
 
-async def _graded_base(sb: Sandbox, repo: str, test_patch: str, activate: str) -> tuple[str, list[str]]:
+async def _graded_base(sb: SandboxAPI, repo: str, test_patch: str, activate: str) -> tuple[str, list[str]]:
     """Apply test_patch to the pristine tree and take that tree as the graded base: (tree id, its files)."""
     await _sh(sb, f"mkdir -p {HOME} {GUARD_DIR} && chmod 700 {HOME}")
     if test_patch:
@@ -253,7 +253,7 @@ async def _graded_base(sb: Sandbox, repo: str, test_patch: str, activate: str) -
     return tree, files
 
 
-async def _importable(sb: Sandbox, activate: str, with_env: bool) -> frozenset[str]:
+async def _importable(sb: SandboxAPI, activate: str, with_env: bool) -> frozenset[str]:
     """Top-level names the sandbox's Python imports before the repository is on sys.path."""
     env_path = f" {ENV_MOUNT}/site-packages" if with_env else ""
     script = (
@@ -300,7 +300,7 @@ APPLY_AGENT_PATCH = (
 )
 
 
-async def _apply_agent_patch(sb: Sandbox, repo: str, patch: str) -> tuple[str | None, str]:
+async def _apply_agent_patch(sb: SandboxAPI, repo: str, patch: str) -> tuple[str | None, str]:
     """`git apply`, else `patch --fuzz=3` (dry run first: all or nothing); (method or None, output)."""
     await sb.write_file(f"{WORK}/agent.diff", patch)
     rc, out = await _sh(sb, APPLY_AGENT_PATCH.format(work=WORK, repo=repo))
@@ -309,7 +309,7 @@ async def _apply_agent_patch(sb: Sandbox, repo: str, patch: str) -> tuple[str | 
     return ("git apply" if "APPLIED=git" in out else "patch --fuzz=3"), out
 
 
-async def _neutralise(sb: Sandbox, repo: str, base: str, task_files: set[str]) -> list[str] | None:
+async def _neutralise(sb: SandboxAPI, repo: str, base: str, task_files: set[str]) -> list[str] | None:
     """Reset protected paths that differ from the graded base (raw blobs: no filter, attribute or
     hook applies); returns them (None: could not)."""
     rc, _ = await _sh(
@@ -336,7 +336,7 @@ async def _neutralise(sb: Sandbox, repo: str, base: str, task_files: set[str]) -
     return protected if rc == 0 else None
 
 
-async def _write_canaries(sb: Sandbox, repo_path: str, grading: Grading, files: list[str]) -> CanaryPlan:
+async def _write_canaries(sb: SandboxAPI, repo_path: str, grading: Grading, files: list[str]) -> CanaryPlan:
     """Read the graded test modules (and their directories', for mixins), write them back with canaries."""
     dirs = {f.rsplit("/", 1)[0] if "/" in f else "" for f in grading.test_files}
     wanted = [f for f in grading.test_files if f in files]
@@ -360,7 +360,7 @@ FINGERPRINT = (
 )
 
 
-async def _fingerprint(sb: Sandbox, repo: str) -> dict[str, str]:
+async def _fingerprint(sb: SandboxAPI, repo: str) -> dict[str, str]:
     """path -> sha256 of the repository's Python and configuration files (find and sha256sum: no git, whose
     repository config the test run could have rewritten)."""
     await _sh(sb, f"cd {repo} && " + FINGERPRINT.format(work=WORK))
@@ -369,7 +369,7 @@ async def _fingerprint(sb: Sandbox, repo: str) -> dict[str, str]:
 
 
 async def _run_tests(
-    sb: Sandbox,
+    sb: SandboxAPI,
     repo_path: str,
     grading: Grading,
     canaries: CanaryPlan,
@@ -459,7 +459,7 @@ def _score(grading: Grading, verdict: Verdict, log_text: str, timed_out: bool, s
 
 
 async def agent_diff(
-    sandbox: Sandbox, base_commit: str, repo_path: str = "/workspace", max_bytes: int = 1 << 20
+    sandbox: SandboxAPI, base_commit: str, repo_path: str = "/workspace", max_bytes: int = 1 << 20
 ) -> str:
     """The agent's changes against base_commit, from the AGENT's sandbox at the end of the rollout.
 

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.sandbox import RunsImages, Sandbox, SandboxError, SandboxSpec
+from prorl_gym.sandbox import RunsImages, SandboxAPI, SandboxError, SandboxSpec
 from prorl_gym.sandbox.spec import Bind
 
 ENV_MOUNT = "/task/env"  # the task's test environment inside sandboxes, read-only (site-packages/ on PYTHONPATH)
@@ -197,7 +197,7 @@ def installed_names(python: str) -> frozenset[str]:
     return frozenset(found)
 
 
-async def stage_repo(sandbox: Sandbox, row: Any, scrub: bool = True) -> str:
+async def stage_repo(sandbox: SandboxAPI, row: Any, scrub: bool = True) -> str:
     """Put the repository at base_commit where the agent works, cd there; returns the path.
 
     Untracked files present now (build artifacts of images) go to .git/info/exclude, so

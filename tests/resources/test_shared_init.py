@@ -10,7 +10,7 @@ import pytest
 
 from prorl_gym.resources.shared_init import SharedInit, default_init_key
 from prorl_gym.sandbox import create_sandbox
-from prorl_gym.sandbox.fork import SandboxForkError
+from prorl_gym.sandbox.errors import SandboxForkError
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from prorl_gym.sandbox import Sandbox
+from prorl_gym.sandbox import SandboxAPI
 
 
 class ToolResult(BaseModel):
@@ -32,7 +32,7 @@ class Tool:
     description: str  # what the policy reads in the tool's schema
     args: type[ToolArgs]
     # the handler; an environment's own tool that needs its server names the server's method instead
-    run: Callable[[Sandbox, Any], Awaitable[ToolResult]] | str
+    run: Callable[[SandboxAPI, Any], Awaitable[ToolResult]] | str
     summary: str  # one clause for a system prompt: "`bash` runs shell commands"
     ends_rollout: bool = False  # calling it ends the rollout (e.g. submit): the agent stops after it
 

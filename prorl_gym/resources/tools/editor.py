@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import Field
 
 from prorl_gym.resources.tools.base import Tool, ToolArgs, ToolResult
-from prorl_gym.sandbox import Sandbox, SandboxFileError
+from prorl_gym.sandbox import SandboxAPI, SandboxFileError
 
 SNIPPET_LINES = 4
 MAX_VIEW_CHARS = 16 * 1024
@@ -47,7 +47,7 @@ def _snippet(text: str, line: int) -> str:
     return _numbered("\n".join(lines[first - 1 : line + SNIPPET_LINES]), first)
 
 
-async def run_editor(sandbox: Sandbox, args: EditorArgs) -> ToolResult:
+async def run_editor(sandbox: SandboxAPI, args: EditorArgs) -> ToolResult:
     try:
         content = await COMMANDS[args.command](sandbox, sandbox.resolve(args.path), args)
     except (SandboxFileError, ValueError) as exc:
@@ -61,7 +61,7 @@ def _require(value, name: str, command: str):
     return value
 
 
-async def _view(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
+async def _view(sandbox: SandboxAPI, path: str, args: EditorArgs) -> str:
     if (await sandbox.bash(f"test -d {shlex.quote(path)}")).exit_code == 0:
         listing = await sandbox.bash(f"find {shlex.quote(path)} -maxdepth 2 -not -path '*/.*' | sort | head -500")
         return f"Files and directories up to 2 levels deep in {path}:\n{listing.output}"
@@ -77,7 +77,7 @@ async def _view(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
     return shown
 
 
-async def _create(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
+async def _create(sandbox: SandboxAPI, path: str, args: EditorArgs) -> str:
     if (await sandbox.bash(f"test -e {shlex.quote(path)}")).exit_code == 0:
         raise ValueError(f"{path} already exists; use str_replace or insert to change it")
     await sandbox.write_file(path, _require(args.file_text, "file_text", "create"))
@@ -85,7 +85,7 @@ async def _create(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
     return f"File created: {path}"
 
 
-async def _str_replace(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
+async def _str_replace(sandbox: SandboxAPI, path: str, args: EditorArgs) -> str:
     old = await sandbox.read_file(path)
     updated = await sandbox.edit_file(path, _require(args.old_str, "old_str", "str_replace"), args.new_str or "")
     sandbox.edit_history.setdefault(path, []).append(old)
@@ -93,7 +93,7 @@ async def _str_replace(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
     return f"Edited {path}. The changed lines:\n{_snippet(updated, line)}"
 
 
-async def _insert(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
+async def _insert(sandbox: SandboxAPI, path: str, args: EditorArgs) -> str:
     at = _require(args.insert_line, "insert_line", "insert")
     old = await sandbox.read_file(path)
     lines = old.splitlines(keepends=True)
@@ -106,7 +106,7 @@ async def _insert(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
     return f"Inserted into {path}. The changed lines:\n{_snippet(updated, at + 1)}"
 
 
-async def _undo_edit(sandbox: Sandbox, path: str, args: EditorArgs) -> str:
+async def _undo_edit(sandbox: SandboxAPI, path: str, args: EditorArgs) -> str:
     history = sandbox.edit_history.get(path)
     if not history:
         raise ValueError(f"no edit of {path} to undo")

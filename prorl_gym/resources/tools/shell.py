@@ -7,7 +7,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from prorl_gym.resources.tools.base import Tool, ToolArgs, ToolResult
-from prorl_gym.sandbox import Sandbox
+from prorl_gym.sandbox import SandboxAPI
 
 
 class BashArgs(ToolArgs):
@@ -36,13 +36,13 @@ def _content(output: str, exit_code: int | None, timed_out: bool, restarted: boo
     return output or "[no output]"
 
 
-async def run_bash(sandbox: Sandbox, args: BashArgs) -> ToolResult:
+async def run_bash(sandbox: SandboxAPI, args: BashArgs) -> ToolResult:
     r = await sandbox.bash(args.command)
     content = _content(r.output, r.exit_code, r.timed_out, r.shell_restarted, sandbox.spec.command_timeout_s)
     return ToolResult(content=content, metadata=r.model_dump(exclude={"output"}))
 
 
-async def run_python(sandbox: Sandbox, args: PythonArgs) -> ToolResult:
+async def run_python(sandbox: SandboxAPI, args: PythonArgs) -> ToolResult:
     r = await sandbox.python(args.code)
     content = _content(r.output, None, r.timed_out, r.kernel_restarted, sandbox.spec.python_timeout_s)
     return ToolResult(content=content, metadata=r.model_dump(exclude={"output"}))

@@ -8,14 +8,14 @@ from __future__ import annotations
 from pydantic import Field
 
 from prorl_gym.resources.tools.base import Tool, ToolArgs, ToolResult
-from prorl_gym.sandbox import Sandbox
+from prorl_gym.sandbox import SandboxAPI
 
 
 class SubmitArgs(ToolArgs):
     note: str | None = Field(default=None, description="Optional: a short summary of what you did.")
 
 
-async def run_submit(sandbox: Sandbox, args: SubmitArgs) -> ToolResult:
+async def run_submit(sandbox: SandboxAPI, args: SubmitArgs) -> ToolResult:
     return ToolResult(content="Submitted. Your changes will now be evaluated.", metadata={"note": args.note})
 
 

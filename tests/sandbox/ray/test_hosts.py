@@ -14,8 +14,12 @@ from pathlib import Path
 import pytest
 import ray
 
+from prorl_gym.resources.snapshots import SnapshotStore
+from prorl_gym.resources.tools.editor import EditorArgs, run_editor
 from prorl_gym.sandbox import (
+    Forkable,
     Sandbox,
+    SandboxAPI,
     SandboxFileNotFound,
     SandboxLostError,
     SandboxSpec,
@@ -55,23 +59,33 @@ def our_processes(root: str) -> list[int]:
     return sorted(set(processes_mounting(f"{root}/")) | set(processes_naming(root)))
 
 
-def test_a_remote_sandbox_has_the_whole_sandbox_api():
-    def public(cls) -> set[str]:
-        return {name for name, _ in inspect.getmembers(cls) if not name.startswith("_")}
+def test_both_sandboxes_declare_the_written_contract_and_implement_all_of_it():
+    shared = {"resolve", "upload", "download"}  # written once, in the contract
+    required = {
+        name for name, member in vars(SandboxAPI).items() if inspect.isfunction(member) and not name.startswith("_")
+    } - shared
+    assert required >= {"bash", "python", "read_file", "write_file", "close"}
+    for cls in (Sandbox, RemoteSandbox):
+        assert SandboxAPI in cls.__mro__ and Forkable in cls.__mro__  # declared, not matched by shape
+        stubs = {name for name in required if getattr(cls, name) is vars(SandboxAPI)[name]}
+        assert not stubs, f"{cls.__name__} leaves {stubs} to the contract's stubs"
+        assert cls.freeze is not Forkable.freeze
 
-    remote = public(RemoteSandbox) | {
-        "id",
-        "spec",
-        "host",
-        "workspace",
-        "own_pid_namespace",
-        "edit_history",
-        "closed",
-        "kernel_started",
-    }
-    local_only = {"placement", "files", "start"}  # the local machinery create_sandbox drives
-    missing = public(Sandbox) - remote - local_only
-    assert not missing, f"RemoteSandbox lacks {missing}"
+
+async def test_undo_after_a_branch_undoes_the_snapshots_last_edit_on_a_ray_host(backend, sandbox_root):
+    store = SnapshotStore()
+    async with await create(ray_spec(sandbox_root)) as sandbox:
+        await run_editor(sandbox, EditorArgs(command="create", path="a.py", file_text="v1\n"))
+        await run_editor(sandbox, EditorArgs(command="str_replace", path="a.py", old_str="v1", new_str="v2"))
+        snapshot = await store.take(sandbox)
+    branch = await store.branch(snapshot)
+    try:
+        undone = await run_editor(branch, EditorArgs(command="undo_edit", path="a.py"))
+        assert undone.content == f"Undid the last edit of {branch.resolve('a.py')}"
+        assert await branch.read_file("a.py") == "v1\n"
+    finally:
+        await branch.close()
+        await store.close()
 
 
 def test_a_ray_spec_forks_as_its_inner_backend_default_or_given():

@@ -23,8 +23,8 @@ from prorl_gym.runtime.kernel import PythonResult
 from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.runtime.zygote import KernelZygote, ZygoteConfig
 from prorl_gym.sandbox.backends.registry import Backends
-from prorl_gym.sandbox.errors import SandboxClosedError, SandboxStartError
-from prorl_gym.sandbox.fork import SandboxForkError, Template
+from prorl_gym.sandbox.errors import SandboxClosedError, SandboxForkError, SandboxStartError
+from prorl_gym.sandbox.fork import Template
 from prorl_gym.sandbox.reaper import reap_stale
 from prorl_gym.sandbox.sandbox import Sandbox, create_sandbox
 from prorl_gym.sandbox.spec import SandboxSpec

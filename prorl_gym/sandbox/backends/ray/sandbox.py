@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""A sandbox on a remote host: Sandbox's async API, each call one actor call to its host.
+"""A sandbox on a remote host: the sandbox API (sandbox/api.py), each call one actor call to its host.
 
 A call whose host died (its node lost, its process killed) raises SandboxLostError as soon
 as either Ray or the host set's own health check says so, whichever is first: the rollout
@@ -14,16 +14,15 @@ import contextlib
 import secrets
 from typing import Any
 
-from prorl_gym.runtime.files import resolve_path
 from prorl_gym.runtime.kernel import PythonResult
 from prorl_gym.runtime.shell import ShellResult
+from prorl_gym.sandbox.api import Forkable, SandboxAPI, TemplateAPI
 from prorl_gym.sandbox.backends.ray.handle import HostHandle
 from prorl_gym.sandbox.errors import SandboxClosedError, SandboxLostError
-from prorl_gym.sandbox.sandbox import Sandbox
 from prorl_gym.sandbox.spec import SandboxSpec
 
 
-class RemoteSandbox:
+class RemoteSandbox(SandboxAPI, Forkable):
     def __init__(self, sandbox_id: str, spec: SandboxSpec, host: HostHandle, info: dict[str, Any]):
         self.id = sandbox_id
         self.spec = spec
@@ -35,10 +34,6 @@ class RemoteSandbox:
         self.kernel_started = False
         self._host = host
         self._warm_up: asyncio.Task | None = None
-
-    def resolve(self, path: str) -> str:
-        """A path as the sandbox's tools see it (relative ones are in the workspace)."""
-        return resolve_path(self.workspace, path)
 
     async def _call(self, method: str, *args: Any) -> Any:
         if self.closed:
@@ -74,11 +69,6 @@ class RemoteSandbox:
     async def edit_file(self, path: str, old: str, new: str) -> str:
         return await self._call("edit_file", path, old, new)
 
-    async def fork(self, n: int = 1) -> list[RemoteSandbox]:
-        """n forks, on this sandbox's host (sandbox/fork.py)."""
-        async with await self.freeze() as template:
-            return await template.spawn(n)
-
     async def freeze(self, consume: bool = False) -> RemoteTemplate:
         """A template on this sandbox's host (consume: see Sandbox.freeze)."""
         info = await self._call("freeze", consume)
@@ -86,10 +76,6 @@ class RemoteSandbox:
             self.closed = True
             self._host.release(self.id)
         return RemoteTemplate(info["template_id"], self.spec, self._host, info["dropped"])
-
-    # Through write_file / read_bytes, as a local sandbox does (the host never sees this machine's files).
-    upload = Sandbox.upload
-    download = Sandbox.download
 
     async def close(self) -> None:
         """Close it on its host; a lost host has nothing left to close (its node reaps the rest)."""
@@ -102,14 +88,8 @@ class RemoteSandbox:
             self.kernel_started |= bool(await self._host.call("close", self.id))
         self._host.release(self.id)
 
-    async def __aenter__(self) -> RemoteSandbox:
-        return self
 
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
-
-
-class RemoteTemplate:
+class RemoteTemplate(TemplateAPI):
     """A template on a host: its forks start there, next to the files they share."""
 
     def __init__(self, template_id: str, spec: SandboxSpec, host: HostHandle, dropped: list[str]):
@@ -133,9 +113,3 @@ class RemoteTemplate:
     async def close(self) -> None:
         with contextlib.suppress(SandboxLostError):  # a lost host took its templates with it
             await self._host.call("close_template", self.id)
-
-    async def __aenter__(self) -> RemoteTemplate:
-        return self
-
-    async def __aexit__(self, *exc) -> None:
-        await self.close()
