@@ -218,8 +218,11 @@ class PtyShell:
         timed_out = False
         restarted = False
         try:
-            await self._write(payload.encode("utf-8", errors="surrogateescape"))
-            exit_code = await self._wait(timeout)
+            # The write counts against the timeout too: a shell that stopped reading (SIGSTOPped,
+            # or its wrapper stopped with it) leaves a payload longer than the pty's buffer unwritten.
+            deadline = time.monotonic() + timeout
+            await asyncio.wait_for(self._write(payload.encode("utf-8", errors="surrogateescape")), timeout)
+            exit_code = await self._wait(max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             timed_out = True
             exit_code, restarted = await self._interrupt()

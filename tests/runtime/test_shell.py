@@ -1,6 +1,8 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 import asyncio
+import os
+import signal
 
 from prorl_gym.runtime.shell import PtyShell
 
@@ -75,6 +77,16 @@ async def test_flood_is_stopped_by_timeout_with_bounded_output(shell: PtyShell):
     assert result.timed_out and result.truncated
     assert result.output_bytes > 100_000
     assert len(result.output) < 4096 + 200
+
+
+async def test_a_stopped_shell_times_out_even_on_a_script_longer_than_the_terminal_buffer(shell: PtyShell):
+    # A shell that stops reading (SIGSTOP; nsenter stops itself with its child) once left such a
+    # write waiting for ever: a SWE evaluation that never ended. Now the write is inside the timeout.
+    os.kill(shell.pid, signal.SIGSTOP)
+    script = "true # " + "x" * 200_000
+    result = await asyncio.wait_for(shell.run(script, 1.0), 30)
+    assert result.timed_out and result.shell_restarted
+    assert (await shell.run("echo back", 5)).output == "back\n"  # a fresh shell took its place
 
 
 async def test_binary_output_survives_as_replacement_characters(shell: PtyShell):
