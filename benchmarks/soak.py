@@ -380,8 +380,11 @@ def soak_faults(
             results["collect_probe"] = collect_probe(soak, swe, probe_repeats, 10.0, log_dir)
         session, roots = soak.stack.session, dict(soak.roots)
         soak.stack.stop()
-        time.sleep(1)  # the session's last processes exit
-        results |= leaks(session, roots)
+        # SIGKILLed processes take a moment to go (a busy machine: seconds); a leak is one still there after 30 s.
+        deadline = time.monotonic() + 30
+        while (found := leaks(session, roots))["leaked_processes"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+        results |= found
     return results
 
 

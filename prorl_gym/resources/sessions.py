@@ -74,7 +74,6 @@ class SandboxSessions:
 
     async def start(self) -> None:
         Path(self.spec.root_dir).mkdir(parents=True, exist_ok=True)
-        await reap_stale(self.spec.root_dir, self.backends)
         if self.zygote:
             await self.zygote.start()
         if self.pool:
@@ -195,6 +194,9 @@ class SandboxSessions:
         return True
 
     async def _sweep_forever(self) -> None:
+        # What a killed predecessor left is reaped first, but not before serving: a server SIGKILLed
+        # with 250 sandboxes took minutes to reap them on a busy machine, all that time unready.
+        await self._reap()
         interval = max(1.0, min(60.0, self.idle_ttl_s / 4))
         while True:
             await asyncio.sleep(interval)
@@ -206,7 +208,13 @@ class SandboxSessions:
             if self.shared_init:
                 await self.shared_init.sweep()
             await self.snapshots.sweep()
+            await self._reap()
+
+    async def _reap(self) -> None:
+        try:
             await reap_stale(self.spec.root_dir, self.backends)
+        except Exception:  # the next sweep tries again; serving goes on
+            log.exception("reaping stale sandboxes under %s failed", self.spec.root_dir)
 
 
 def kernel_zygote_for(spec: SandboxSpec, backends: Backends | None = None) -> KernelZygote | None:

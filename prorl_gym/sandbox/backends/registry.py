@@ -4,7 +4,7 @@
 
 Backends keep state of their own (a Ray backend the sandbox hosts it started, Apptainer its image
 pulls and what a site refused), so there is one instance of each per server, not one per call:
-a resources server's sessions own a `Backends` (resources/supply.py), a Ray sandbox host one for
+a resources server's sessions own a `Backends` (resources/sessions.py), a Ray sandbox host one for
 its inner backends, and every sandbox, template and reaper of that server goes through it.
 `close()` releases what the instances hold.
 

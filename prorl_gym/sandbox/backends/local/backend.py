@@ -112,5 +112,6 @@ class LocalBackend(PlacementBackend):
         # processes are found by what they mount from its private directory or name on their
         # command line; the lease stays until a scan finds none.
         await asyncio.to_thread(kill_lease_pids, lease)
-        await asyncio.to_thread(kill_tagged, lease.sandbox_id)
+        if lease.options.get("isolation") == "none":  # only an unisolated sandbox's processes carry a tag
+            await asyncio.to_thread(kill_tagged, lease.sandbox_id)
         return await asyncio.to_thread(kill_leftovers, lease.private_dir)
