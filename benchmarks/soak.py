@@ -17,8 +17,9 @@ records, one fault is injected, the kinds in turn so each is exercised many time
   server      a resources server SIGKILLed (its supervisor starts it again)
   agent       an agent SIGKILLed mid-batch (started again; its journal brings its jobs back)
 and then the probe of issue 10 through ng_collect_rollouts: the SWE example x 10 with the SWE
-resources server SIGKILLed mid-collection. Before the faults, `--baseline` rollouts run in the
-same stack without any (the fault-free p99). `--busy N`: N processes of other work spin on the
+resources server SIGKILLed mid-collection. Before the faults, `--baseline` rollouts (default: as
+many as `--rollouts`, submitted the same way, so queueing is the same) run in the same stack
+without any (the fault-free p99). `--busy N`: N processes of other work spin on the
 CPUs for the whole run (a busy node: restarts are slow, and that is when retries ran out).
 Keys (JSON, last line): submitted, records (= submitted), lost, duplicates,
 infra_failures_scored_as_reward (records without a failure whose reward is not the gold policy's
@@ -482,7 +483,9 @@ def main() -> None:
     parser.add_argument("--rollouts", type=int, default=1000)
     parser.add_argument("--fault-every", type=int, default=10, help="a fault after every N finished records")
     parser.add_argument("--probe-repeats", type=int, default=10, help="ng_collect_rollouts probe: SWE example x N")
-    parser.add_argument("--baseline", type=int, default=200, help="fault-free rollouts first, in the same stack")
+    parser.add_argument(
+        "--baseline", type=int, default=None, help="fault-free rollouts first, in the same stack (default: --rollouts)"
+    )
     parser.add_argument("--busy", type=int, default=0, help="processes of other work spinning on the CPUs meanwhile")
     parser.add_argument("--concurrency", type=int, default=256)
     parser.add_argument("--minutes", type=float, default=10.0)
@@ -494,7 +497,12 @@ def main() -> None:
     with busy_node(args.busy):
         if args.mode == "faults":
             results = soak_faults(
-                args.rollouts, args.fault_every, discover(), log_dir, args.probe_repeats, args.baseline
+                args.rollouts,
+                args.fault_every,
+                discover(),
+                log_dir,
+                args.probe_repeats,
+                args.rollouts if args.baseline is None else args.baseline,
             )
             emit("soak", results | {"busy_processes": args.busy})
         else:
