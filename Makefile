@@ -68,11 +68,8 @@ configs: setup
 demo: setup link-venvs configs
 	$(PY) -m prorl_gym.demo $(if $(TOKENIZER),--tokenizer $(TOKENIZER))
 
-# Test files run in parallel (pytest-xdist): one file whole per worker, the cluster files on one
-# (conftest.py). Most tests wait on servers and sandboxes, so more workers than CPUs pay; TEST_WORKERS=0 runs serially.
-TEST_WORKERS ?= 4
 test: setup link-venvs configs lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q
 
 # ruff: NeMo Gym's settings (line length 119, isort); config in pyproject.toml.
 .PHONY: lint

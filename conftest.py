@@ -66,22 +66,3 @@ def serve_once():
     costs seconds; tests seed their own sessions, so they share no state through it."""
     yield from _server_factory(_traversable_root)
 
-
-# Under pytest-xdist (`make test` runs the suite on several workers with --dist loadgroup), a test
-# file runs whole on one worker, so its module-scoped stacks and servers start once; the files that
-# start a Ray or Slurm cluster of their own run one after another on one worker (each cluster wants
-# most of this machine's CPUs while it starts, and Ray's nodes must register within 30 s).
-CLUSTER_FILES = (
-    "tests/sandbox/ray/",
-    "tests/test_slurm_cluster.py",
-    "tests/deploy/test_slurm_launcher.py",
-)
-
-
-def pytest_collection_modifyitems(config, items):
-    root = config.rootpath
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            path = item.path.relative_to(root).as_posix()
-            group = "clusters" if path.startswith(CLUSTER_FILES) else path
-            item.add_marker(pytest.mark.xdist_group(group))

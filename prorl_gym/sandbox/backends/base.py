@@ -48,6 +48,25 @@ class Placement(KernelHost, Protocol):
         ...
 
 
+class PlacementBase:
+    """What every placement on this machine sets alike; each backend's placement subclasses it and
+    sets the rest of `Placement` (pids, fork_dirs, the wrapping) its own way."""
+
+    def __init__(self, sandbox_id: str, private_dir: Path, spec: SandboxSpec):
+        self.sandbox_id = sandbox_id
+        self.private_dir = private_dir
+        self.workspace = spec.workspace
+        self.socket_dir = private_dir / "run"
+        self.control_dir = private_dir / "ctl"
+        self.log_dir = private_dir  # not mounted: the sandbox cannot plant a link here
+        self.python = spec.kernel_python
+        self.sandbox_uid: int | None = None  # who its processes are on the host, if not the server's user
+        self.instance: str | None = None  # the backend's own name for it, if any (for the reaper)
+        self.own_pid_namespace = True
+        self._spec = spec
+        self._closed = False
+
+
 @runtime_checkable
 class KeepsWrites(Protocol):
     """A placement whose writes (a staging sandbox's, over an empty base) can be kept at close

@@ -61,7 +61,7 @@ from prorl_gym.sandbox.backends.apptainer.cli import (
 )
 from prorl_gym.sandbox.backends.apptainer.options import ApptainerOptions, config_dir_of
 from prorl_gym.sandbox.backends.apptainer.pull import ImagePulls
-from prorl_gym.sandbox.backends.base import PlacementBackend
+from prorl_gym.sandbox.backends.base import PlacementBackend, PlacementBase
 from prorl_gym.sandbox.backends.inside import SANDBOX_ENV
 from prorl_gym.sandbox.layout import private_dir_of
 from prorl_gym.sandbox.leases import Lease
@@ -143,32 +143,22 @@ def raise_nproc_soft_limit() -> None:
 # ---------------------------------------------------------------- placement and backend
 
 
-class ApptainerPlacement:
+class ApptainerPlacement(PlacementBase):
     def __init__(self, sandbox_id: str, private_dir: Path, spec: SandboxSpec, binary: str, site: Site):
-        self.sandbox_id = sandbox_id
-        self.private_dir = private_dir
-        self.workspace = spec.workspace
-        self.socket_dir = private_dir / "run"
-        self.control_dir = private_dir / "ctl"
-        self.log_dir = private_dir  # not mounted: the sandbox cannot plant a link here
-        self.sandbox_uid: int | None = None  # the sandbox runs as the server's user (never as root)
+        super().__init__(sandbox_id, private_dir, spec)  # its processes are the server's user (never root)
         self.spawn_fds: dict[int, int] = {}
         self.init_pid: int | None = None  # kernels join through `apptainer exec`, not a zygote
-        self.own_pid_namespace = True  # --containall
         self.rlimits: dict[str, int | list[int]] = {}
-        self.python = spec.kernel_python
         self.instance = instance_name(sandbox_id)  # recorded in the lease, for the reaper
         self.pids: list[int] = []  # nothing of ours to signal: stopping the instance ends it all
         self.limits = spec.limits  # what is enforced here (see effective_limits), known once started
         self.config_dir = config_dir_of(spec.backend, spec.root_dir)
         self.env_file = private_dir / "env"
-        self._spec = spec
         self._binary = binary
         self._site = site
         self._host = host_env(os.environ, self.config_dir)
         self._started = False
         self._start_timed_out = False
-        self._closed = False
         self._gone = True
 
     async def start(self) -> None:

@@ -47,6 +47,7 @@ from pathlib import Path
 
 from prorl_gym.runtime.fdwait import fd_event
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, exits_by_itself, kill_session, reap
+from prorl_gym.sandbox.backends.base import PlacementBase
 from prorl_gym.sandbox.backends.inside import SANDBOX_ENV, python_dirs
 from prorl_gym.sandbox.backends.local import hidden, shared_dirs
 from prorl_gym.sandbox.backends.local.shared_dirs import empty_base
@@ -203,28 +204,18 @@ def overlay_dirs(private_dir: Path, path: str) -> tuple[Path, Path]:
     return private_dir / "upper" / name, private_dir / "overlay-work" / name
 
 
-class BwrapPlacement:
+class BwrapPlacement(PlacementBase):
     def __init__(self, sandbox_id: str, private_dir: Path, spec: SandboxSpec, bwrap: str):
-        self.sandbox_id = sandbox_id
-        self.private_dir = private_dir
-        self.workspace = spec.workspace
-        self.socket_dir = private_dir / "run"
-        self.control_dir = private_dir / "ctl"
-        self.log_dir = private_dir
-        self.python = spec.kernel_python
+        super().__init__(sandbox_id, private_dir, spec)  # no instance name: the holder's pids identify it
         # Who the sandbox's processes are on the host, if not us (then the kernel's socket
         # directory can be taken back from them once the sockets are bound).
         self.sandbox_uid = sandbox_uid_for(spec) if os.geteuid() == 0 and spec.backend.host_uid != 0 else None
-        self._spec = spec
         self._bwrap = bwrap
         self.holder_pid = -1  # the bwrap process, our child
         self.init_pid = -1  # pid 1 of the sandbox, as the host sees it
-        self.own_pid_namespace = True
-        self.instance: str | None = None  # the holder's pids identify it
         self._userns_fd = -1
         self._nsenter: list[str] = []
         self._keep_writes_to: Path | None = None
-        self._closed = False
 
     @property
     def pids(self) -> list[int]:

@@ -12,30 +12,23 @@ import os
 import shutil
 from pathlib import Path
 
+from prorl_gym.sandbox.backends.base import PlacementBase
 from prorl_gym.sandbox.backends.inside import SANDBOX_ENV
 from prorl_gym.sandbox.backends.local.processes import TAG_VAR, kill_tagged
 from prorl_gym.sandbox.spec import SandboxSpec
 
 
-class UnisolatedPlacement:
+class UnisolatedPlacement(PlacementBase):
     def __init__(self, sandbox_id: str, private_dir: Path, spec: SandboxSpec):
-        self.sandbox_id = sandbox_id
-        self.private_dir = private_dir
+        super().__init__(sandbox_id, private_dir, spec)  # the server's own user: nothing to take back
         self.workspace = str(private_dir / "workspace")
-        self.socket_dir = private_dir / "run"
         self.control_dir = private_dir / "run"
-        self.log_dir = private_dir
-        self.sandbox_uid: int | None = None  # the server's own user: nothing to take back
         self.spawn_fds: dict[int, int] = {}
         self.init_pid: int | None = None  # no namespaces to join
         self.own_pid_namespace = False  # it sees the host's processes
         self.rlimits: dict[str, int | list[int]] = {}  # no isolation, no limits
-        self.python = spec.kernel_python
         self.pids: list[int] = []  # processes are found by their tag instead
-        self.instance: str | None = None
         self.fork_dirs: tuple[str, ...] = ()  # cannot fork: no namespaces to mount a template in
-        self._spec = spec
-        self._closed = False
 
     async def start(self) -> None:
         for sub in ("workspace", "tmp", "run"):
