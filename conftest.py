@@ -65,4 +65,3 @@ def serve_once():
     """A server per test module: starting one (verifier workers, kernel zygote, indexes)
     costs seconds; tests seed their own sessions, so they share no state through it."""
     yield from _server_factory(_traversable_root)
-
