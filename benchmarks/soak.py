@@ -10,9 +10,10 @@ the scripted gold policy with realistic latency) while, after every `--fault-eve
 records, one fault is injected, the kinds in turn so each is exercised many times:
   policy      the policy endpoint killed and started again
   sandbox     a sandbox's pid 1 killed from outside (the sandbox is lost)
-  shell       a sandbox's shell killed from outside        (math, STEM, code sandboxes: the
-  kernel      a sandbox's Python kernel killed from outside  gold answer does not depend on them)
-  hang        a sandbox's shell stopped (SIGSTOP): its tool call hangs past its timeout
+  shell       a sandbox's shell killed from outside        (math, STEM, code sandboxes; the
+  kernel      a sandbox's Python kernel killed from outside  gold policy does a step again whose
+  hang        a sandbox's shell stopped (SIGSTOP): its      tool answer says the environment
+              tool call hangs past its timeout              was restarted, as a model would)
   verifier    a verifier worker killed
   server      a resources server SIGKILLed (its supervisor starts it again)
   agent       an agent SIGKILLed mid-batch (started again; its journal brings its jobs back)

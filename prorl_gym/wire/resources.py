@@ -8,6 +8,10 @@ from typing import Any
 from nemo_gym.base_resources_server import BaseSeedSessionResponse
 from pydantic import BaseModel
 
+# In a tool's answer: the shell or kernel died during the call and a fresh one was started (its
+# state, and possibly the call's effect, is gone). The scripted policy does such a step again.
+ENVIRONMENT_RESTARTED = "the environment was restarted; earlier state is gone"
+
 # The `error.type` of a 503 whose sandbox is gone with its host or node (not one that failed to start).
 SANDBOX_LOST_ERROR = "sandbox_lost"
 SANDBOX_ERROR = "sandbox_error"

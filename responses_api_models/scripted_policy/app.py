@@ -27,6 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from prorl_gym.scripted import MODES, Step
+from prorl_gym.wire.resources import ENVIRONMENT_RESTARTED
 from responses_api_models.scripted_policy.chat_template import decode, encode, render, render_assistant
 from responses_api_models.scripted_policy.real_tokens import RealTokens, drift_cases
 from responses_api_models.scripted_policy.scripts import build_script
@@ -40,6 +41,23 @@ def _first_user_text(messages: list[dict]) -> str:
             content = message.get("content")
             return content if isinstance(content, str) else "".join(p.get("text", "") for p in content or [])
     return ""
+
+
+def _steps_done(messages: list[dict]) -> int:
+    """Assistant turns whose tools ran: a turn one of whose tool answers says the environment was
+    restarted under it may have lost its effect (a write in a killed kernel), so it is done again,
+    as a model reading that answer would."""
+    turns, lost = 0, set()
+    for message in messages:
+        if message.get("role") == "assistant":
+            turns += 1
+        elif message.get("role") == "tool" and ENVIRONMENT_RESTARTED in _text(message.get("content")):
+            lost.add(turns)
+    return turns - len(lost)
+
+
+def _text(content) -> str:
+    return content if isinstance(content, str) else "".join(p.get("text", "") for p in content or [])
 
 
 def _key(text: str) -> str:
@@ -89,8 +107,7 @@ class ScriptedPolicy:
             return self.latency_s
 
     def next_step(self, messages: list[dict], mode: str) -> Step:
-        turn = sum(1 for m in messages if m.get("role") == "assistant")
-        return self.step_for(_first_user_text(messages), turn, mode)
+        return self.step_for(_first_user_text(messages), _steps_done(messages), mode)
 
     def step_for(self, first_user_text: str, turn: int, mode: str) -> Step:
         """What the script says at `turn` (0-based assistant turns) of the task with this first user message."""

@@ -8,6 +8,7 @@ from pydantic import Field
 
 from prorl_gym.resources.tools.base import Tool, ToolArgs, ToolResult
 from prorl_gym.sandbox import SandboxAPI
+from prorl_gym.wire.resources import ENVIRONMENT_RESTARTED
 
 
 class BashArgs(ToolArgs):
@@ -28,7 +29,7 @@ def _content(output: str, exit_code: int | None, timed_out: bool, restarted: boo
     if timed_out:
         notes.append(f"timed out after {timeout:g}s and was interrupted")
     if restarted:
-        notes.append("the environment was restarted; earlier state is gone")
+        notes.append(ENVIRONMENT_RESTARTED)
     if exit_code not in (0, None) and not timed_out:
         notes.append(f"exit code {exit_code}" + (f", {LIMIT_EXITS[exit_code]}" if exit_code in LIMIT_EXITS else ""))
     if notes:

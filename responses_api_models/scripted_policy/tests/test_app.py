@@ -7,6 +7,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from prorl_gym.pipeline.tokens import token_ids_contiguous
+from prorl_gym.wire.resources import ENVIRONMENT_RESTARTED
 from responses_api_models.scripted_policy.app import ScriptedPolicy, create_app
 from responses_api_models.scripted_policy.chat_template import encode, render
 
@@ -51,6 +52,20 @@ def test_gold_script_calls_python_then_boxes_the_answer(client):
     second = chat(client, messages)
     assert second["finish_reason"] == "stop"
     assert second["message"]["content"] == f"The answer is \\boxed{{{row['expected_answer']}}}."
+
+
+def test_a_step_whose_environment_was_restarted_under_it_is_done_again(client):
+    # A kernel killed during the call may have lost its effect (a gold answer written from Python):
+    # the gold policy repeats the step, as a model reading the answer would, instead of going on.
+    messages = start(ROWS[0])
+    first = chat(client, messages)
+    call = first["message"]["tool_calls"][0]
+    restarted = f"[{ENVIRONMENT_RESTARTED}]"
+    messages += [first["message"], {"role": "tool", "tool_call_id": call["id"], "content": restarted}]
+    again = chat(client, messages)
+    assert again["message"]["tool_calls"][0]["function"] == call["function"]
+    messages += [again["message"], {"role": "tool", "tool_call_id": call["id"], "content": "out"}]
+    assert chat(client, messages)["finish_reason"] == "stop"
 
 
 @pytest.mark.parametrize("mode", ["gold", "wrong", "malformed"])
