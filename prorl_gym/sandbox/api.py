@@ -107,7 +107,7 @@ class Forkable(Protocol):
     """A sandbox that can be frozen into a template and forked (see sandbox/fork.py for what carries over)."""
 
     async def freeze(self, consume: bool = False) -> TemplateAPI:
-        """Its state as a template to spawn forks from. consume: a staging sandbox (fork.STAGING) is
+        """Its state as a template to spawn forks from. consume: a sandbox made with fork.staging_spec is
         closed and its files become the template's (no copy)."""
         ...
 
