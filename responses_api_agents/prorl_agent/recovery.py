@@ -4,7 +4,8 @@
 
 A rollout that failed through the infrastructure's fault runs again once the part it needs is
 healthy again: the resources server answers its /status (and, where sandboxes run on hosts, one
-host is healthy and not draining), or the policy model server lists a healthy endpoint. It waits
+host is healthy and not draining), or the policy model server lists an endpoint that is healthy
+and whose last request or health check succeeded. It waits
 at least `retry.backoff_s`, at most `retry.recovery_timeout_s`; the wait goes into the record
 (`timings.retry_wait_s`) and /metrics. A server whose supervisor gave up answers 503
 `server_gave_up`: the waiting rollouts end at once, typed `server_down`, and are not run again.
@@ -79,7 +80,9 @@ class Recovery:
 
 def _ready(part: Part, status: dict) -> bool:
     if part == Part.POLICY:
-        return any(endpoint.get("healthy") for endpoint in status.get("endpoints", []))
+        # Healthy *and* no failure since its last success: an endpoint killed a moment ago is still
+        # listed healthy until enough checks fail, and a retry sent then only burns an attempt.
+        return any(e.get("healthy") and not e.get("failures") for e in status.get("endpoints", []))
     hosts = status.get("hosts") or []
     return not hosts or any(h.get("healthy") and not h.get("draining") for h in hosts)
 

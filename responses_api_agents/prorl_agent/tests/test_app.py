@@ -228,6 +228,19 @@ def test_a_policy_endpoint_dead_after_partial_output_runs_the_rollout_again_from
     assert sum(path == "/seed_session" for _, path, _, _ in fake.calls) == 2  # never stitched: a fresh INIT
 
 
+def test_a_policy_retry_waits_for_an_answer_from_the_endpoint_not_its_stale_healthy_flag(fake):
+    # Just after a kill the model server still lists the endpoint healthy (it declares it dead only
+    # after enough failures): a retry then failed again at once and burned an attempt (busy soak).
+    failing_once(fake, "model", "/v1/responses", FakeResponse(503, {"detail": "policy endpoint a died"}))
+    stale = FakeResponse(200, {"endpoints": [{"url": "a", "healthy": True, "failures": 1}]})
+    dead = FakeResponse(200, {"endpoints": [{"url": "a", "healthy": False, "failures": 3}]})
+    back = FakeResponse(200, {"endpoints": [{"url": "a", "healthy": True, "failures": 0}]})
+    fake.route("model", "/endpoints", statuses(stale, dead, back))
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["reward"] == 1.0 and record["attempts"] == 2 and record["failure"] is None
+    assert sum(path == "/endpoints" for _, path, _, _ in fake.calls) == 3
+
+
 def test_a_server_given_up_on_ends_the_waiting_rollout_at_once_typed(fake):
     fake.route("env", "/seed_session", lambda body: FakeResponse(503, {"error": {"type": "sandbox_error"}}))
     gone = FakeResponse(503, {"error": {"type": "server_gave_up", "message": "died 5 times in a row"}})
