@@ -38,8 +38,7 @@ log = logging.getLogger(__name__)
 def _first_user_text(messages: list[dict]) -> str:
     for message in messages:
         if message.get("role") == "user":
-            content = message.get("content")
-            return content if isinstance(content, str) else "".join(p.get("text", "") for p in content or [])
+            return _text(message.get("content"))
     return ""
 
 
