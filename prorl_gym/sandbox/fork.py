@@ -44,9 +44,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
-from prorl_gym.runtime.kernel import PythonResult
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap
-from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.sandbox.api import SandboxAPI, TemplateAPI
 from prorl_gym.sandbox.backends.base import KeepsWrites, Placement
 from prorl_gym.sandbox.errors import SandboxForkError
@@ -128,20 +126,11 @@ del __prorl_restore
 """
 
 
-class Frozen(Protocol):
-    """What freeze() reads of a sandbox on this machine (sandbox.py's Sandbox)."""
+class Frozen(SandboxAPI, Protocol):
+    """What freeze() reads of a sandbox on this machine (sandbox.py's Sandbox): the sandbox API and
+    its placement."""
 
-    id: str
-    spec: SandboxSpec
     placement: Placement
-    closed: bool
-    kernel_started: bool
-
-    async def bash(self, command: str, timeout: float | None = None) -> ShellResult: ...
-
-    async def python(self, code: str, timeout: float | None = None) -> PythonResult: ...
-
-    async def close(self) -> None: ...
 
 
 # How a template starts one fork: (its spec, its id, awaited with its id once it is closed, whether
