@@ -4,7 +4,10 @@
 
 A check that hangs is killed with its worker (which is replaced); a worker that crashes
 is replaced too. Both surface as typed errors, so the caller can record an eval_error
-instead of scoring the rollout 0.
+instead of scoring the rollout 0. Replacing is the pool's own task, not the caller's: a
+caller cancelled mid-check (its client gave up) or a replacement that fails to start (a busy
+machine, a worker killed while it starts) must not shrink the pool for good: a pool that lost
+its last worker that way left every later check of its server waiting forever (the soak).
 """
 
 from __future__ import annotations
@@ -12,12 +15,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import sys
 from typing import Any
 
 from prorl_gym.errors import ProrlError
 
 START_TRIES = 3
+RESTART_BACKOFF_S = (0.5, 30.0)  # between failed starts of a replacement: first, most
+
+log = logging.getLogger(__name__)
 
 
 class VerifierError(ProrlError):
@@ -53,17 +60,25 @@ class _Worker:
             raise VerifierCrashed("verifier worker exited during start-up")
 
     async def call(self, request: dict) -> dict:
-        self.proc.stdin.write(json.dumps(request).encode() + b"\n")
-        await self.proc.stdin.drain()
+        try:
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            await self.proc.stdin.drain()
+        except (RuntimeError, ConnectionError) as exc:  # its pipe closed: it died while idle
+            raise VerifierCrashed(f"verifier worker died before the check: {exc}") from exc
         line = await self.proc.stdout.readline()
         if not line:
             raise VerifierCrashed("verifier worker died during the check")
         return json.loads(line)
 
     async def kill(self) -> None:
+        self.signal_kill()
+        if self.proc:
+            await self.proc.wait()
+
+    def signal_kill(self) -> None:
+        """SIGKILL without waiting: safe in a task being cancelled."""
         if self.proc and self.proc.returncode is None:
             self.proc.kill()
-            await self.proc.wait()
 
 
 class VerifierPool:
@@ -82,6 +97,7 @@ class VerifierPool:
         self._preload = list(preload or [])  # checks imported and warmed at worker start
         self._idle: asyncio.Queue[_Worker] = asyncio.Queue(maxsize=size)
         self._workers: set[_Worker] = set()
+        self._replacing: set[asyncio.Task] = set()
         self._ids = itertools.count()
 
     async def start(self) -> None:
@@ -109,6 +125,9 @@ class VerifierPool:
             return
 
     async def close(self) -> None:
+        for task in self._replacing:
+            task.cancel()
+        await asyncio.gather(*self._replacing, return_exceptions=True)
         await asyncio.gather(*(w.kill() for w in self._workers))
         self._workers.clear()
 
@@ -119,19 +138,36 @@ class VerifierPool:
         try:
             reply = await asyncio.wait_for(worker.call(request), timeout or self.timeout_s)
         except (TimeoutError, VerifierCrashed, OSError) as exc:
-            await self._replace(worker)
+            self._replace(worker)
             if isinstance(exc, TimeoutError):
                 raise VerifierTimeout(f"check {check!r} exceeded {timeout or self.timeout_s}s") from None
             raise VerifierCrashed(str(exc)) from exc
         except BaseException:  # cancelled mid-call: the worker's state is unknown
-            await self._replace(worker)
+            self._replace(worker)
             raise
         self._idle.put_nowait(worker)
         if not reply["ok"]:
             raise VerifierError(reply["error"])
         return reply["result"]
 
-    async def _replace(self, worker: _Worker) -> None:
+    def _replace(self, worker: _Worker) -> None:
+        """Kill `worker` and start its replacement in the pool's own task (synchronous: the caller
+        may be in the middle of being cancelled)."""
         self._workers.discard(worker)
-        await worker.kill()
-        await self._add_worker()
+        worker.signal_kill()
+        task = asyncio.create_task(self._start_replacement(worker))
+        self._replacing.add(task)
+        task.add_done_callback(self._replacing.discard)
+
+    async def _start_replacement(self, dead: _Worker) -> None:
+        if dead.proc is not None:
+            await dead.proc.wait()
+        delay, most = RESTART_BACKOFF_S
+        while True:
+            try:
+                await self._add_worker()
+                return
+            except (VerifierCrashed, TimeoutError, OSError) as exc:  # tried again: the pool keeps its size
+                log.warning("a replacement verifier worker failed to start (%r); trying again in %.1fs", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, most)

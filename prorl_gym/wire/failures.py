@@ -10,7 +10,10 @@ start or was lost, a server or verifier that died, a policy endpoint gone before
 anything) or the task's (a malformed row, a policy that produced a partial trajectory and
 then failed, a stage the rollout itself ran out of time in). Infrastructure failures are
 retried by the agent within its budget; task outcomes never are. The same split NeMo RL
-makes on its side.
+makes on its side. An infrastructure failure that was `refused` (the part turned the rollout
+away before it did anything: no policy endpoint could take a new session, the resources server
+refused the connection at INIT) cost nothing and cannot be the rollout's doing: it is retried
+without using up an attempt.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from enum import StrEnum
 from pydantic import BaseModel
 
 from prorl_gym.errors import ProrlError
+
+# The detail.type of a model server's 503 when no endpoint can take a new session (nothing was sent).
+NO_ENDPOINT_ERROR = "no_healthy_endpoint"
 
 
 class Stage(StrEnum):
@@ -49,11 +55,12 @@ class Failure(BaseModel):
     type: FailureType
     message: str
     infra: bool = False  # the infrastructure's fault, not the task's: retried within the budget
+    refused: bool = False  # infra, and turned away before any work: not counted in retry.max_attempts
 
 
 class RolloutFailure(ProrlError):
     """Raised inside a stage to end the rollout with a typed failure."""
 
-    def __init__(self, stage: Stage, type: FailureType, message: str, infra: bool = False):
+    def __init__(self, stage: Stage, type: FailureType, message: str, infra: bool = False, refused: bool = False):
         super().__init__(f"{stage}/{type}: {message}")
-        self.failure = Failure(stage=stage, type=type, message=message[:2000], infra=infra)
+        self.failure = Failure(stage=stage, type=type, message=message[:2000], infra=infra or refused, refused=refused)

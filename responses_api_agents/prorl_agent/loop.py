@@ -22,7 +22,7 @@ from nemo_gym.openai_utils import NeMoGymFunctionCallOutput, NeMoGymResponse
 from nemo_gym.server_utils import ServerClient
 from pydantic import BaseModel, ValidationError
 
-from prorl_gym.wire.failures import FailureType, RolloutFailure, Stage
+from prorl_gym.wire.failures import NO_ENDPOINT_ERROR, FailureType, RolloutFailure, Stage
 
 # Tool route answers that mean the session's sandbox is gone: 409 unknown session (its server
 # restarted, or the sandbox expired), 503 the sandbox itself failed.
@@ -35,6 +35,15 @@ INCOMPATIBLE = 501
 REFUSED = (400, 413, 422)
 # The model server's answer when the rollout's endpoint died (or none is left): the infrastructure's.
 ENDPOINT_DIED = 503
+
+
+def _detail_type(payload: bytes) -> str | None:
+    """The `detail.type` of an error answer that has one."""
+    try:
+        detail = json.loads(payload).get("detail")
+    except (ValueError, AttributeError):
+        return None
+    return detail.get("type") if isinstance(detail, dict) else None
 
 
 def _detail(payload: bytes) -> str:
@@ -142,6 +151,7 @@ class AgentLoop:
             "the policy",
             infra,
             unreachable_infra=True,
+            refusable=not self.outputs,
         )
         self.stats.policy_s += time.perf_counter() - started
         self.stats.turns += 1
@@ -152,7 +162,9 @@ class AgentLoop:
             message = f"model server returned {status}: {payload[:1000]!r}"
             # A request the endpoint refused (400, 413, 422) is refused again: not worth another attempt.
             infra = status == ENDPOINT_DIED or (infra and status not in REFUSED)
-            raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra)
+            # No endpoint could take the rollout's first call: nothing ran, so it costs no attempt.
+            refused = not self.outputs and status == ENDPOINT_DIED and _detail_type(payload) == NO_ENDPOINT_ERROR
+            raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra, refused=refused)
         self.model_cookies |= cookies
         try:
             response = NeMoGymResponse.model_validate_json(payload)
@@ -224,9 +236,11 @@ class AgentLoop:
         what: str,
         infra: bool,
         unreachable_infra: bool = False,
+        refusable: bool = False,
     ):
         """POST and read the reply within `timeout`; unreachable or silent peers become `failure`
-        (infrastructure's if `infra`; an unreachable peer also if `unreachable_infra`)."""
+        (infrastructure's if `infra`; an unreachable peer also if `unreachable_infra`; a peer that
+        refused the connection, so nothing was sent, is a refusal if `refusable`)."""
         try:
             async with asyncio.timeout(timeout):
                 response = await self.client.post(server_name=server, url_path=path, json=body, cookies=cookies)
@@ -235,5 +249,6 @@ class AgentLoop:
             raise RolloutFailure(Stage.RUN, failure, f"{what} did not answer within {timeout:g}s", infra) from None
         except aiohttp.ClientError as exc:
             message = f"{what} is unreachable: {exc!r}"
-            raise RolloutFailure(Stage.RUN, failure, message, infra or unreachable_infra) from exc
+            refused = refusable and isinstance(exc, aiohttp.ClientConnectorError)
+            raise RolloutFailure(Stage.RUN, failure, message, infra or unreachable_infra, refused=refused) from exc
         return response.status, payload, {name: morsel.value for name, morsel in response.cookies.items()}

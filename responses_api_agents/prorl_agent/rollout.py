@@ -10,7 +10,9 @@ Whatever happens, the result is a RolloutRecord and the sandbox is released. A f
 infrastructure caused (`Failure.infra`: a sandbox that would not start or was lost, a server
 that died, a policy endpoint gone before it answered, the verifier machinery) runs the whole
 rollout again, from a fresh INIT, once the part it needs is healthy again (recovery.py), up to
-`retry.max_attempts`; the record carries `attempts`, each earlier attempt's failure and the time
+`retry.max_attempts` (an attempt the part turned away before any work, `Failure.refused`, is
+not counted there: a part that recovers and falls again within seconds would otherwise use up
+the budget of rollouts that never ran); the record carries `attempts`, each earlier attempt's failure and the time
 spent waiting (`timings.retry_wait_s`). Peers are called through PeerClient: a dead server is an
 error at once, not after the tool timeout.
 """
@@ -79,6 +81,8 @@ class RetryPolicy(BaseModel):
     """Infrastructure failures run the rollout again once the part it needs is healthy (recovery.py)."""
 
     max_attempts: int = Field(4, ge=1)  # 1: never run a rollout again
+    # attempts turned away before any work (Failure.refused) are not counted above, only here
+    max_refusals: int = Field(50, ge=0)
     backoff_s: float = Field(1.0, ge=0)  # at least this long between attempts, healthy or not
     recovery_timeout_s: float = Field(600.0, gt=0)  # a part not healthy again by then: the rollout ends failed
 
@@ -130,13 +134,17 @@ class RolloutPipeline:
         earlier: list[Failure] = []
         async with self._coupled or nullcontext():
             queued = {"coupled_queue_s": time.perf_counter() - started} if self._coupled else {}
-            waited = 0.0
-            for attempt in range(1, self.retry.max_attempts + 1):
+            waited, attempt, refusals = 0.0, 0, 0
+            while True:
+                attempt += 1
                 record = await self._attempt(row, _Attempt(dict(cookies or {}), dict(queued)), started)
                 if self.on_attempt is not None:
                     self.on_attempt(record)
                 failure = record.failure
-                if failure is None or not failure.infra or attempt == self.retry.max_attempts:
+                if failure is None or not failure.infra:
+                    break
+                refusals += failure.refused
+                if attempt - refusals >= self.retry.max_attempts or refusals > self.retry.max_refusals:
                     break
                 await self.release_snapshots([s.snapshot_id for s in record.snapshots])  # of a discarded attempt
                 part = part_of(failure)
@@ -317,7 +325,10 @@ class RolloutPipeline:
             response = await send(server_name=self.peers.resources_server, url_path=path, **kwargs)
             payload = await response.read()
         except aiohttp.ClientError as exc:
-            raise RolloutFailure(stage, kind, f"the resources server is unreachable: {exc!r}", infra=True) from exc
+            # A refused connection at INIT: no sandbox was started, so nothing ran (no attempt used up).
+            refused = stage == Stage.INIT and isinstance(exc, aiohttp.ClientConnectorError)
+            message = f"the resources server is unreachable: {exc!r}"
+            raise RolloutFailure(stage, kind, message, infra=True, refused=refused) from exc
         cookies.update({name: morsel.value for name, morsel in response.cookies.items()})
         return response.status, payload
 

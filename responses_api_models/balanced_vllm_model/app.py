@@ -180,14 +180,14 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
         try:
             lease = self._pool.acquire(request.session[SESSION_ID_KEY])
         except Unavailable as e:
-            raise HTTPException(status_code=e.status, detail=e.reason) from e
+            raise HTTPException(status_code=e.status, detail=e.detail) from e
         request.state.policy_endpoint = lease.endpoint.url
         started, outcome = time.perf_counter(), "ok"
         try:
             return await self._pool.run(lease, lambda: _on_endpoint(lease, call))
         except Unavailable as e:
             outcome = str(e.status)
-            raise HTTPException(status_code=e.status, detail=e.reason) from e
+            raise HTTPException(status_code=e.status, detail=e.detail) from e
         except ClientResponseError as e:
             if e.status in MISSING_ROUTE:
                 outcome = "incompatible"

@@ -22,15 +22,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prorl_gym.errors import ProrlError
+from prorl_gym.wire.failures import NO_ENDPOINT_ERROR
 
 
 class Unavailable(ProrlError):
-    """No endpoint can serve this request; `status` is the HTTP status to answer with."""
+    """No endpoint can serve this request; `status` is the HTTP status to answer with, `error_type`
+    (if any) what the answer's detail says it was."""
 
-    def __init__(self, reason: str, status: int = 503):
+    def __init__(self, reason: str, status: int = 503, error_type: str | None = None):
         super().__init__(reason)
         self.reason = reason
         self.status = status
+        self.error_type = error_type
+
+    @property
+    def detail(self) -> str | dict:
+        return {"type": self.error_type, "message": self.reason} if self.error_type else self.reason
 
 
 @dataclass(eq=False)  # identity: a removed and re-added URL is a new endpoint
@@ -136,7 +143,7 @@ class Balancer:
         candidates = [e for e in self._endpoints.values() if e.serving]
         if not candidates:
             known = ", ".join(f"{e.url} ({e.last_error})" for e in self._endpoints.values()) or "none configured"
-            raise Unavailable(f"no healthy policy endpoint: {known}")
+            raise Unavailable(f"no healthy policy endpoint: {known}", error_type=NO_ENDPOINT_ERROR)
         return min(candidates, key=lambda e: (e.in_flight, e.sessions))  # min() keeps the first of ties
 
     def record_failure(self, endpoint: Endpoint, reason: str) -> bool:

@@ -1,5 +1,8 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
+import asyncio
+import sys
+
 import pytest
 
 from prorl_gym.verify.pool import VerifierCrashed, VerifierError, VerifierPool, VerifierTimeout
@@ -52,3 +55,36 @@ async def test_checks_are_named_by_module_and_function(pool):
     with pytest.raises(VerifierError, match="ModuleNotFoundError"):
         await pool.check("no_such_module:check")
     assert await pool.check("json:dumps", obj=[1]) == "[1]"  # any importable function
+
+
+async def test_a_check_cancelled_mid_call_does_not_shrink_the_pool(pool):
+    # The caller's client gave up (its EVAL timed out) while the check ran: the worker is replaced
+    # by the pool, not by the cancelled caller, so the pool keeps its size.
+    call = asyncio.create_task(pool.check("subprocess:call", args=["sleep", "30"]))
+    await asyncio.sleep(0.5)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert (await check(pool))["score"] == 1.0
+
+
+async def test_a_replacement_that_fails_to_start_is_started_again_until_one_does(pool):
+    # A pool that lost its last worker this way left every later check of its server waiting forever.
+    (worker,) = pool._workers
+    pool._python = "/bin/false"  # every start of a replacement fails for now
+    worker.proc.kill()
+    with pytest.raises(VerifierCrashed):
+        await check(pool)
+    await asyncio.sleep(1.0)  # START_TRIES failed starts, then a wait before trying again
+    pool._python = sys.executable  # the machine recovered
+    assert (await asyncio.wait_for(check(pool), 60))["score"] == 1.0
+
+
+async def test_a_worker_that_died_while_idle_is_a_crash_not_an_error_of_the_server(pool):
+    (worker,) = pool._workers
+    worker.proc.kill()
+    await worker.proc.wait()
+    await asyncio.sleep(0.2)  # its pipes are closed now: writing the request fails, not reading
+    with pytest.raises(VerifierCrashed):
+        await check(pool)
+    assert (await check(pool))["score"] == 1.0

@@ -103,7 +103,7 @@ def test_eval_error_reported_by_the_verifier_marks_the_rollout(fake):
     failure = {"stage": "eval", "type": "eval_error", "message": "checker crashed", "infra": False}
     fake.route("env", "/verify", lambda body: body | {"reward": 0.0, "failure": failure})
     record = agent_client(fake).post("/run", json=ROW).json()
-    assert record["failure"] == failure and record["_ng_failure_class"] == "eval_error"
+    assert record["failure"] == failure | {"refused": False} and record["_ng_failure_class"] == "eval_error"
 
 
 def test_verify_http_error_is_an_eval_error_and_releases(fake):
@@ -118,7 +118,13 @@ def test_run_stage_timeout_is_typed_and_releases(fake):
 
     fake.route("model", "/v1/responses", slow)
     record = agent_client(fake, run_timeout_s=0.2).post("/run", json=ROW).json()
-    assert record["failure"] == {"stage": "run", "type": "timeout", "message": "run exceeded 0.2s", "infra": False}
+    assert record["failure"] == {
+        "stage": "run",
+        "type": "timeout",
+        "message": "run exceeded 0.2s",
+        "infra": False,
+        "refused": False,
+    }
     assert record["attempts"] == 1  # the rollout's own time: not retried
     assert released(fake)
 
@@ -259,3 +265,45 @@ def test_a_part_not_healthy_within_the_ceiling_ends_the_rollout_saying_so(fake):
     record = record.json()
     assert record["failure"]["type"] == "init_error" and record["attempts"] == 1
     assert "was not healthy again within" in record["failure"]["message"]
+
+
+def test_attempts_turned_away_before_any_work_do_not_use_up_the_retry_budget(fake):
+    # A policy that comes back and falls again within seconds (the soak: an agent and a policy
+    # killed back to back) turned the same rollout away four times; with 8 attempts it failed.
+    refusal = FakeResponse(503, {"detail": {"type": "no_healthy_endpoint", "message": "no healthy policy endpoint"}})
+    default, answers = fake._routes[("model", "/v1/responses")], iter([refusal] * 5)
+    fake.route("model", "/v1/responses", lambda body: next(answers, None) or default(body))
+    fake.route("model", "/endpoints", statuses(FakeResponse(200, {"endpoints": [{"url": "a", "healthy": True}]})))
+    record = agent_client(fake).post("/run", json=ROW).json()  # max_attempts 3
+    assert record["reward"] == 1.0 and record["failure"] is None and record["attempts"] == 6
+    assert [f["refused"] for f in record["attempt_failures"]] == [True] * 5
+    assert sum(path == "/seed_session" for _, path, _, _ in fake.calls) == 6
+
+
+def test_refusals_have_their_own_ceiling_and_other_failures_still_count(fake):
+    refusal = FakeResponse(503, {"detail": {"type": "no_healthy_endpoint", "message": "no healthy policy endpoint"}})
+    fake.route("model", "/v1/responses", lambda body: refusal)
+    fake.route("model", "/endpoints", statuses(FakeResponse(200, {"endpoints": [{"url": "a", "healthy": True}]})))
+    retry = {"max_attempts": 3, "backoff_s": 0.0, "max_refusals": 2}
+    record = agent_client(fake, retry=retry).post("/run", json=ROW).json()
+    assert record["failure"]["type"] == "policy_error" and record["failure"]["refused"] and record["attempts"] == 3
+
+    died = FakeResponse(503, {"detail": "policy endpoint http://a:8000/v1 died during this session"})
+    fake.route("model", "/v1/responses", lambda body: died)  # an untyped 503: it may have run, so it counts
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["failure"]["type"] == "policy_error" and not record["failure"]["refused"] and record["attempts"] == 3
+
+
+def test_a_resources_server_refusing_the_connection_at_init_costs_no_attempt(fake):
+    refused = aiohttp.ClientConnectorError(None, OSError(111, "Connect call failed"))
+    default, answers = fake._routes[("env", "/seed_session")], iter([refused] * 4)
+
+    def seed(body):
+        if (answer := next(answers, None)) is not None:
+            raise answer
+        return default(body)
+
+    fake.route("env", "/seed_session", seed)
+    record = agent_client(fake).post("/run", json=ROW).json()
+    assert record["reward"] == 1.0 and record["attempts"] == 5
+    assert all(f["refused"] and f["stage"] == "init" for f in record["attempt_failures"])

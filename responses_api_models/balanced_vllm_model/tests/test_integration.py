@@ -14,6 +14,7 @@ import pytest
 
 from prorl_gym.pipeline.tokens import token_ids_contiguous
 from prorl_gym.stack import free_port
+from prorl_gym.wire.failures import NO_ENDPOINT_ERROR
 from responses_api_models.balanced_vllm_model.tests.harness import ROWS, Policies, Rollout, serve_model
 
 
@@ -175,7 +176,8 @@ async def test_removing_with_cancel_answers_its_in_flight_at_once(policies):
         assert cancelled.status == 503 and "was removed" in cancelled.body["detail"]
         assert cancelled.finished_at - removed_at < 0.5
         empty = await Rollout(server).turn()
-        assert empty.status == 503 and "no healthy policy endpoint" in empty.body["detail"]
+        assert empty.status == 503 and "no healthy policy endpoint" in empty.body["detail"]["message"]
+        assert empty.body["detail"]["type"] == NO_ENDPOINT_ERROR  # the agent's cue: nothing ran, no attempt used
 
 
 async def test_an_unreachable_endpoint_cannot_hang_a_request():
