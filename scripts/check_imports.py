@@ -38,6 +38,7 @@ LAYERS = [
     ["prorl_gym.sandbox"],
     ["prorl_gym.verify"],
     ["prorl_gym.resources", "prorl_gym.pipeline", "prorl_gym.client"],
+    ["prorl_gym.capture"],
     ["prorl_gym.environments"],
     ["prorl_gym.testing"],
     ["prorl_gym.stack"],

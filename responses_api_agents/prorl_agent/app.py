@@ -27,6 +27,7 @@ from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNo
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from prorl_gym.asgi import PlainASGIMiddleware
+from prorl_gym.capture import CaptureGateway
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.pipeline.admission import JobError
 from prorl_gym.pipeline.aggregate import rollout_metrics
@@ -89,6 +90,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
     _pipeline: RolloutPipeline = PrivateAttr()
     _jobs: JobManager = PrivateAttr()
     _metrics: AgentMetrics = PrivateAttr()
+    _capture: CaptureGateway = PrivateAttr()
     _runs: set[asyncio.Future] = PrivateAttr(default_factory=set)  # /run rollouts in flight
     _stopping: asyncio.Future | None = PrivateAttr(default=None)  # done once a stop signal came
 
@@ -118,6 +120,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             release_snapshots=self._pipeline.release_snapshots,
         )
         self._metrics = AgentMetrics(self._jobs)
+        self._capture = CaptureGateway(self._peers, c.model_server.name, c.limits.policy_call_timeout_s)
         self._pipeline.on_attempt = self._metrics.attempt
         self._pipeline.on_wait = self._metrics.waited
         return super().model_post_init(context)
@@ -134,6 +137,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
     def setup_webserver(self):
         app = super().setup_webserver()
         self._mount_job_routes(app)
+        app.include_router(self._capture.router())  # bring-your-own-agent harnesses call the policy here
         self._metrics.mount(app)
         run_with_app(app, self._stop_runs_on_signals, self._close)
         return app

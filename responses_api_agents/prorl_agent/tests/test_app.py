@@ -24,7 +24,7 @@ def build_agent(fake: FakeClient, **config) -> ProRLAgent:
         model_server={"type": "responses_api_models", "name": "model"},
         **config,
     )
-    agent._pipeline.peers.client = fake
+    agent._pipeline.peers.client = agent._capture.client = fake
     return agent
 
 
@@ -307,3 +307,29 @@ def test_a_resources_server_refusing_the_connection_at_init_costs_no_attempt(fak
     record = agent_client(fake).post("/run", json=ROW).json()
     assert record["reward"] == 1.0 and record["attempts"] == 5
     assert all(f["refused"] and f["stage"] == "init" for f in record["attempt_failures"])
+
+
+def test_the_agent_serves_capture_endpoints_for_harnesses_sticky_on_one_model_session(fake):
+    seen_cookies = []
+
+    def chat(body):
+        seen_cookies.append(dict(fake.calls[-1][3]))
+        prompt = [1, 2] if len(seen_cookies) == 1 else [1, 2, 3, 9]  # the second extends the first
+        message = {"role": "assistant", "content": "4", "prompt_token_ids": prompt, "generation_token_ids": [3]}
+        message["generation_log_probs"] = [-0.5]
+        return FakeResponse(200, {"id": "c", "choices": [{"index": 0, "message": message}]}, {"session": "s1"})
+
+    fake.route("model", "/v1/chat/completions", chat)
+    client = agent_client(fake)
+    opened = client.post("/capture", json={"max_calls": 5}).json()
+    messages = [{"role": "user", "content": "2+2?"}]
+    first = client.post(f"{opened['base_path']}/chat/completions", json={"messages": messages}).json()
+    assert first["choices"][0]["message"] == {"role": "assistant", "content": "4"}
+    messages += [first["choices"][0]["message"], {"role": "user", "content": "sure?"}]
+    assert client.post(f"{opened['base_path']}/chat/completions", json={"messages": messages}).status_code == 200
+    assert seen_cookies == [{}, {"session": "s1"}]  # the model server's session kept: one endpoint per rollout
+    record = client.post(f"/capture/{opened['key']}/end").json()
+    assert [c["extends"] for c in record["calls"]] == [None, 0] and record["segments"][0]["token_ids_contiguous"]
+    late = client.post(f"{opened['base_path']}/chat/completions", json={"messages": messages})
+    assert late.status_code == 410 and late.json()["error"]["type"] == "capture_refused"
+    assert client.post(f"{opened['base_path']}/chat/completions", json={"messages": []}).status_code == 422

@@ -1,0 +1,135 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""Capture endpoints: an OpenAI-compatible base URL per rollout that a harness is pointed at.
+
+    POST /capture                          open one (body: CaptureLimits) -> {key, base_path}
+    POST /capture/{key}/v1/chat/completions  the harness's calls: forwarded, captured
+    GET  /capture/{key}                    the record so far
+    POST /capture/{key}/end                end it (later calls: 410) -> the record
+
+The key is a secret in the path (the harness only needs a base URL, no header support), so
+concurrent rollouts never see each other's calls. Calls go to the model server with the capture's
+own session cookie: sticky on one policy endpoint for the whole rollout, as the built-in loop's.
+The model server should be in `token_mode: tito`: then every reply carries the ids the model
+produced, and a call that extends an earlier one is sent with those ids (trajectory.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections import OrderedDict
+from typing import Any
+
+import aiohttp
+from fastapi import APIRouter, Body, HTTPException
+from fastapi.responses import JSONResponse
+
+from prorl_gym.capture.trajectory import CaptureLimits, CaptureRecord, CaptureRefused, Trajectory
+
+ENDED_KEPT = 10_000  # ended captures remembered, so a late call is told 410 rather than 404
+
+
+class CaptureGateway:
+    def __init__(self, client: Any, model_server: str, call_timeout_s: float = 600.0):
+        self.client = client  # PeerClient: .post(server_name, url_path, json=, cookies=)
+        self.model_server = model_server
+        self.call_timeout_s = call_timeout_s
+        self._open: dict[str, tuple[Trajectory, dict]] = {}  # key -> (trajectory, model server cookies)
+        self._ended: OrderedDict[str, CaptureRecord] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def open(self, limits: CaptureLimits | None = None) -> str:
+        key = secrets.token_urlsafe(18)
+        self._open[key] = (Trajectory(limits or CaptureLimits()), {})
+        return key
+
+    def record(self, key: str) -> CaptureRecord:
+        if key in self._open:
+            return self._open[key][0].record()
+        if key in self._ended:
+            return self._ended[key]
+        raise KeyError(key)
+
+    def end(self, key: str) -> CaptureRecord:
+        """End the capture (its later calls are refused) and return its record."""
+        if key in self._ended:
+            return self._ended[key]
+        trajectory, _ = self._open.pop(key)
+        trajectory.ended = True
+        record = self._ended[key] = trajectory.record()
+        while len(self._ended) > ENDED_KEPT:
+            self._ended.popitem(last=False)
+        return record
+
+    async def chat_completions(self, key: str, body: dict) -> tuple[int, dict]:
+        """One call of the harness: (status, body to answer with)."""
+        if key not in self._open:
+            if key in self._ended:
+                raise CaptureRefused("this rollout has ended: its capture takes no more calls", 410)
+            raise CaptureRefused("no such capture (a wrong key, or one never opened)", 404)
+        trajectory, cookies = self._open[key]
+        trajectory.admit()
+        forwarded, extends = trajectory.prepare(body)
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.call_timeout_s):
+                response = await self.client.post(
+                    server_name=self.model_server, url_path="/v1/chat/completions", json=forwarded, cookies=cookies
+                )
+                payload = await response.read()
+        except TimeoutError:
+            raise CaptureRefused(f"the policy did not answer within {self.call_timeout_s:g}s", 504) from None
+        except aiohttp.ClientError as exc:
+            raise CaptureRefused(f"the model server is unreachable: {exc!r}", 502) from exc
+        cookies.update({name: morsel.value for name, morsel in response.cookies.items()})
+        try:
+            answer = json.loads(payload)
+        except ValueError:
+            answer = {"error": {"message": payload[:2000].decode(errors="replace"), "type": "model_server_error"}}
+        if response.status != 200:
+            return response.status, answer
+        if key not in self._open:  # ended while the call ran: the harness gets it, the record does not
+            raise CaptureRefused("this rollout ended while the call ran", 410)
+        return 200, trajectory.add(forwarded, extends, answer, time.perf_counter() - started)
+
+    def router(self) -> APIRouter:
+        router = APIRouter()
+
+        @router.post("/capture")
+        async def open_capture(limits: CaptureLimits = Body(default_factory=CaptureLimits)) -> dict:
+            key = self.open(limits)
+            return {"key": key, "base_path": f"/capture/{key}/v1"}
+
+        @router.get("/capture/{key}")
+        async def get_record(key: str) -> CaptureRecord:
+            try:
+                return self.record(key)
+            except KeyError:
+                raise HTTPException(404, "no such capture") from None
+
+        @router.post("/capture/{key}/end")
+        async def end_capture(key: str) -> CaptureRecord:
+            try:
+                return self.end(key)
+            except KeyError:
+                raise HTTPException(404, "no such capture") from None
+
+        @router.post("/capture/{key}/v1/chat/completions")
+        async def chat_completions(key: str, body: dict = Body()) -> JSONResponse:
+            if not isinstance(body.get("messages"), list) or not body["messages"]:
+                raise HTTPException(422, "a chat completion request needs a non-empty `messages` list")
+            if body.get("stream"):
+                raise HTTPException(400, "streaming is not supported by the capture endpoint: set stream=false")
+            try:
+                status, answer = await self.chat_completions(key, body)
+            except CaptureRefused as exc:
+                error = {"message": exc.reason, "type": "capture_refused", "code": exc.status}
+                return JSONResponse({"error": error}, status_code=exc.status)
+            return JSONResponse(answer, status_code=status)
+
+        return router

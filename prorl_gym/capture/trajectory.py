@@ -1,0 +1,206 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""The policy calls of one rollout driven by a harness, as captured: what a trainer needs of them.
+
+A harness sends its whole history every call and never the token ids (it does not know them). A
+call whose messages are an earlier call's messages, then that call's reply as the harness got it,
+then new messages (tool results, a user turn) *extends* that call: the reply's ids are put back on
+its assistant message before the call is forwarded, so the model server's token-in/token-out mode
+builds the prompt from those exact ids (prorl_gym/tokens/prompt.py) instead of re-rendering text. A
+call that extends nothing (the first, or a harness that summarised or truncated its history) is
+rendered whole and starts a new segment; so does one that extends a call another call already
+extended (a retry, a branch). The record keeps every call as sent, and each segment as NeMo RL
+output items (every generation with prompt_token_ids, generation_token_ids, generation_log_probs).
+
+Pure bookkeeping: no I/O. gateway.py serves it over HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from nemo_gym.responses_converter import ResponsesConverter
+from pydantic import BaseModel, Field
+
+from prorl_gym.errors import ProrlError
+from prorl_gym.pipeline.tokens import token_ids_contiguous
+
+ID_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
+# What identifies a message for matching a harness's history to a reply it got: a client may add
+# fields of its own (None-valued ones, provider extras) or drop empty ones when it sends it back.
+_TOOL_CALL_KEYS = ("id", "name", "arguments")
+
+
+class CaptureLimits(BaseModel):
+    """Enforced whatever the harness does; a call past one is refused and ends the capture."""
+
+    max_calls: int = Field(100, ge=1)
+    max_output_tokens: int | None = Field(None, ge=1)  # summed over calls
+    max_wall_s: float | None = Field(None, gt=0)  # from the capture's start
+
+
+class CaptureRefused(ProrlError):
+    """A call the capture does not forward: it ended, or a limit is reached. `status` to answer."""
+
+    def __init__(self, reason: str, status: int):
+        super().__init__(reason)
+        self.reason, self.status = reason, status
+
+
+class CapturedCall(BaseModel):
+    index: int
+    segment: int
+    extends: int | None  # the call whose reply this call's history continues, ids re-attached
+    messages: list[dict[str, Any]]  # as the harness sent them
+    params: dict[str, Any]  # the rest of its request: sampling parameters, tools, ...
+    reply: dict[str, Any]  # the assistant message the model server answered, ids included
+    finish_reason: str | None = None
+    latency_s: float
+
+
+class Segment(BaseModel):
+    calls: list[int]  # indices into the capture's calls, each extending the one before
+    output: list[dict[str, Any]]  # NeMo RL output items of the segment's last call's conversation
+    token_ids_contiguous: bool | None
+
+
+class CaptureRecord(BaseModel):
+    calls: list[CapturedCall]
+    segments: list[Segment]
+    stopped: str | None = None  # why the capture refused a call (a limit), if it did
+    output_tokens: int = 0
+    wall_s: float = 0.0
+
+
+def _tool_call_key(call: dict) -> tuple:
+    function = call.get("function") or {}
+    return (call.get("id"), function.get("name"), function.get("arguments"))
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+
+
+def message_key(message: dict) -> str:
+    """A message as far as the conversation goes: role, text, tool calls, the call it answers."""
+    key = {
+        "role": message.get("role"),
+        "content": _text(message.get("content")),
+        "tool_calls": [_tool_call_key(c) for c in message.get("tool_calls") or []],
+        "tool_call_id": message.get("tool_call_id"),
+    }
+    return json.dumps(key, sort_keys=True)
+
+
+@dataclass
+class _Call:
+    record: CapturedCall
+    keys: list[str]  # message_key of each message it sent
+    reply_key: str
+    extended_by: int | None = None
+
+
+@dataclass
+class Trajectory:
+    """The calls of one capture (one rollout), in order, and the limits it enforces."""
+
+    limits: CaptureLimits = field(default_factory=CaptureLimits)
+    started: float = field(default_factory=time.monotonic)
+    output_tokens: int = 0
+    stopped: str | None = None  # a limit was reached (the reason)
+    ended: bool = False  # the rollout ended: no more calls
+    _calls: list[_Call] = field(default_factory=list)
+    _segments: list[list[int]] = field(default_factory=list)
+
+    def admit(self) -> None:
+        """Raise CaptureRefused if no further call may be forwarded (and say why from now on)."""
+        if self.ended:
+            raise CaptureRefused("this rollout has ended: its capture takes no more calls", 410)
+        if self.stopped is None:
+            if len(self._calls) >= self.limits.max_calls:
+                self.stopped = f"the rollout made {len(self._calls)} policy calls, its limit"
+            elif self.limits.max_output_tokens and self.output_tokens >= self.limits.max_output_tokens:
+                self.stopped = f"the rollout generated {self.output_tokens} tokens, its limit"
+            elif self.limits.max_wall_s and time.monotonic() - self.started >= self.limits.max_wall_s:
+                self.stopped = f"the rollout ran past its {self.limits.max_wall_s:g}s wall-time limit"
+        if self.stopped is not None:
+            raise CaptureRefused(self.stopped, 429)
+
+    def prepare(self, body: dict) -> tuple[dict, int | None]:
+        """The request to forward (the extended call's reply carrying its ids again) and which call
+        it extends (None: rendered whole)."""
+        messages = list(body.get("messages") or [])
+        keys = [message_key(m) for m in messages]
+        for call in reversed(self._calls):
+            n = len(call.keys)
+            if len(keys) > n and keys[:n] == call.keys and keys[n] == call.reply_key:
+                messages[n] = {**messages[n], **_ids(call.record.reply)}
+                return {**body, "messages": messages}, call.record.index
+        return {**body, "messages": [_without_ids(m) for m in messages]}, None
+
+    def add(self, body: dict, extends: int | None, completion: dict, latency_s: float) -> dict:
+        """Record a forwarded call and its completion; the completion as the harness gets it (no ids)."""
+        choice = (completion.get("choices") or [{}])[0]
+        reply = dict(choice.get("message") or {})
+        index = len(self._calls)
+        parent = self._calls[extends] if extends is not None else None
+        if parent is not None and parent.extended_by is None:
+            segment = parent.record.segment
+            self._segments[segment].append(index)
+        else:  # first of a segment: nothing to extend, or its call was extended already (a retry, a branch)
+            segment = len(self._segments)
+            self._segments.append([index])
+        if parent is not None:
+            parent.extended_by = index
+        messages = [_without_ids(m) for m in body.get("messages") or []]
+        params = {k: v for k, v in body.items() if k != "messages"}
+        record = CapturedCall(
+            index=index,
+            segment=segment,
+            extends=extends,
+            messages=messages,
+            params=params,
+            reply=reply,
+            finish_reason=choice.get("finish_reason"),
+            latency_s=latency_s,
+        )
+        self._calls.append(_Call(record, [message_key(m) for m in messages], message_key(reply)))
+        self.output_tokens += len(reply.get("generation_token_ids") or [])
+        harness_choice = {**choice, "message": _without_ids(reply)}
+        return {**completion, "choices": [harness_choice, *(completion.get("choices") or [])[1:]]}
+
+    def record(self) -> CaptureRecord:
+        converter = ResponsesConverter(return_token_id_information=True)
+        segments = []
+        for indices in self._segments:
+            last = self._calls[indices[-1]].record
+            messages = [dict(m) for m in last.messages]
+            for i in indices[:-1]:  # each earlier call's reply sits where the next call's history extends it
+                call = self._calls[i]
+                messages[len(call.keys)] |= _ids(call.record.reply)
+            messages.append(last.reply)
+            items = [i.model_dump() for i in converter.chat_completions_messages_to_responses_items(messages)]
+            segments.append(Segment(calls=indices, output=items, token_ids_contiguous=token_ids_contiguous(items)))
+        return CaptureRecord(
+            calls=[c.record for c in self._calls],
+            segments=segments,
+            stopped=self.stopped,
+            output_tokens=self.output_tokens,
+            wall_s=time.monotonic() - self.started,
+        )
+
+
+def _ids(reply: dict) -> dict:
+    """The reply's token ids (none from a model server not in token-in/token-out mode)."""
+    return {k: reply[k] for k in ID_FIELDS if reply.get(k) is not None}
+
+
+def _without_ids(message: dict) -> dict:
+    return {k: v for k, v in message.items() if k not in ID_FIELDS}

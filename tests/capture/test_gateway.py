@@ -1,0 +1,193 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""The capture endpoint with real parts: a harness speaking the OpenAI SDK to the gateway over HTTP,
+the model server in token-in/token-out mode with Qwen3's real tokenizer and chat template, and the
+scripted policy answering as vLLM serving Qwen3 would (the only stand-in: no GPU). The ids captured
+are the ids the policy sampled, and contiguous, also in the cases where re-rendering the history as
+text drifts (real_tokens.py's DRIFT_CASES)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import asynccontextmanager
+
+import aiohttp
+import pytest
+import pytest_asyncio
+import uvicorn
+from fastapi import FastAPI
+from openai import AsyncOpenAI, RateLimitError
+
+from prorl_gym.capture import CaptureGateway
+from prorl_gym.stack import free_port
+from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
+from responses_api_models.balanced_vllm_model.tests.harness import ROWS, Policies, serve_model
+from responses_api_models.scripted_policy.real_tokens import DRIFT_CASES
+
+try:
+    qwen3()
+except TokenizerNotFound as exc:  # make setup installs it; elsewhere the reason is given
+    pytest.skip(str(exc), allow_module_level=True)
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "python",
+            "description": "run code",
+            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+        },
+    }
+]
+
+
+def row_for(case: str | None, n: int = 0) -> dict:
+    row = json.loads(json.dumps(ROWS[n]))
+    if case:
+        user = next(m for m in row["responses_create_params"]["input"] if m["role"] == "user")
+        user["content"] += f"\n[drift: {case}]"
+    return row
+
+
+class ModelServerClient:
+    """What the gateway posts through (the agent's PeerClient), to the test's model server."""
+
+    def __init__(self, url: str, http: aiohttp.ClientSession):
+        self.url, self.http = url, http
+
+    async def post(self, server_name: str, url_path: str, json=None, cookies=None):
+        return await self.http.post(self.url + url_path, json=json, cookies=cookies)
+
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def stack(tmp_path_factory):
+    """(gateway, its URL, the policy): the scripted policy, the model server (tito, Qwen3), the gateway."""
+    tmp_path = tmp_path_factory.mktemp("capture")
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(row_for(c, n)) + "\n" for c in (None, *DRIFT_CASES) for n in (0, 1)))
+    policies = Policies(tmp_path)
+    try:
+        (policy,) = await policies.start(1, data=data, args=("--tokenizer", "qwen3"))
+        settings = dict(uses_reasoning_parser=True, token_mode="tito", tokenizer="qwen3")
+        async with serve_model([policy.url], **settings) as server:
+            gateway = CaptureGateway(ModelServerClient(server.url, server.http), "policy_model", call_timeout_s=30)
+            async with serve(gateway) as url:
+                yield gateway, url, policy
+    finally:
+        policies.stop_all()
+
+
+@asynccontextmanager
+async def serve(gateway: CaptureGateway):
+    app = FastAPI()
+    app.include_router(gateway.router())
+    port = free_port()
+    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    task = asyncio.create_task(uv.serve())
+    while not uv.started:
+        assert not task.done(), "gateway failed to start"
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        uv.should_exit = True
+        await task
+
+
+async def open_capture(url: str, **limits) -> tuple[str, AsyncOpenAI]:
+    async with aiohttp.ClientSession() as http, http.post(f"{url}/capture", json=limits) as r:
+        opened = await r.json()
+    return opened["key"], AsyncOpenAI(base_url=url + opened["base_path"], api_key="unused", max_retries=0)
+
+
+async def harness(client: AsyncOpenAI, row: dict, rewrite_history: bool = False) -> list[dict]:
+    """A harness's loop as any OpenAI-SDK agent writes it: the replies go back into its own history
+    (as the SDK returns them), a tool result after each call, until an answer."""
+    messages = [dict(m) for m in row["responses_create_params"]["input"]]
+    for _ in range(4):
+        completion = await client.chat.completions.create(model="policy", messages=messages, tools=TOOLS)
+        reply = completion.choices[0].message.model_dump(exclude_none=True)
+        assert not {"prompt_token_ids", "generation_token_ids"} & set(reply)  # the harness never sees ids
+        if not reply.get("tool_calls"):
+            return messages + [reply]
+        messages.append(reply)
+        messages += [{"role": "tool", "tool_call_id": c["id"], "content": "42"} for c in reply["tool_calls"]]
+        if rewrite_history:  # a harness that summarises: the history it sends is no longer what was generated
+            messages = messages[:1] + [{"role": "user", "content": messages[1]["content"] + "\nThe code printed 42."}]
+    raise AssertionError("the scripted policy never answered")
+
+
+async def sampled(policy) -> list[list[int]]:
+    async with aiohttp.ClientSession() as http, http.get(policy.url.removesuffix("/v1") + "/sampled") as r:
+        return [s["ids"] for s in await r.json()]
+
+
+@pytest.mark.parametrize("case", [None, *DRIFT_CASES])
+async def test_a_harness_extending_its_history_gets_one_exact_contiguous_trajectory(stack, case):
+    gateway, url, policy = stack
+    key, client = await open_capture(url)
+    await harness(client, row_for(case))
+    record = gateway.end(key)
+    assert [c.extends for c in record.calls] == [None, 0]
+    (segment,) = record.segments
+    assert segment.calls == [0, 1] and segment.token_ids_contiguous is True, case
+    generated = [[int(t) for t in o["generation_token_ids"]] for o in segment.output if "generation_token_ids" in o]
+    assert generated == (await sampled(policy))[-2:], case  # what the policy sampled, never a re-encoding
+    assert segment.output[-1]["type"] == "message"
+    assert record.calls[0].messages[0] == row_for(case)["responses_create_params"]["input"][0]  # as sent
+
+
+async def test_a_harness_that_rewrites_its_history_gets_separate_segments(stack):
+    gateway, url, _ = stack
+    key, client = await open_capture(url)
+    await harness(client, row_for(None), rewrite_history=True)
+    record = gateway.end(key)
+    assert [c.extends for c in record.calls] == [None, None]
+    assert [s.calls for s in record.segments] == [[0], [1]]
+    assert all(s.token_ids_contiguous for s in record.segments)
+
+
+async def test_concurrent_rollouts_never_see_each_others_calls(stack):
+    gateway, url, _ = stack
+    opened = [await open_capture(url) for _ in range(4)]
+    rows = [row_for(None, n % 2) for n in range(4)]
+    await asyncio.gather(*(harness(client, row) for (_, client), row in zip(opened, rows)))
+    for (key, _), row in zip(opened, rows):
+        record = gateway.end(key)
+        firsts = {json.dumps(c.messages[: len(row["responses_create_params"]["input"])]) for c in record.calls}
+        assert firsts == {json.dumps(row["responses_create_params"]["input"])}
+        assert len(record.calls) == 2 and record.segments[0].token_ids_contiguous
+
+
+async def test_calls_after_the_rollout_ended_are_refused(stack):
+    gateway, url, _ = stack
+    key, client = await open_capture(url)
+    gateway.end(key)
+    with pytest.raises(Exception) as refused:
+        await harness(client, row_for(None))
+    assert getattr(refused.value, "status_code", None) == 410
+    stranger = AsyncOpenAI(base_url=f"{url}/capture/not-a-key/v1", api_key="unused", max_retries=0)
+    with pytest.raises(Exception) as unknown:
+        await harness(stranger, row_for(None))
+    assert getattr(unknown.value, "status_code", None) == 404
+
+
+async def test_the_call_limit_stops_the_harness_and_the_record_says_why(stack):
+    gateway, url, _ = stack
+    key, client = await open_capture(url, max_calls=1)
+    with pytest.raises(RateLimitError, match="1 policy calls, its limit"):
+        await harness(client, row_for(None))
+    record = gateway.end(key)
+    assert len(record.calls) == 1 and record.stopped.startswith("the rollout made 1 policy calls")
+
+
+async def test_the_output_token_limit(stack):
+    gateway, url, _ = stack
+    key, client = await open_capture(url, max_output_tokens=1)
+    with pytest.raises(RateLimitError, match="tokens, its limit"):
+        await harness(client, row_for(None))
+    assert gateway.end(key).output_tokens > 1
