@@ -43,9 +43,11 @@ class CaptureGateway:
     def __len__(self) -> int:
         return len(self._open)
 
-    def open(self, limits: CaptureLimits | None = None) -> str:
+    def open(self, limits: CaptureLimits | None = None, metadata: dict[str, str] | None = None) -> str:
+        """A new capture; `metadata` goes with each of its calls that carries none (the row's, as the
+        built-in loop sends it)."""
         key = secrets.token_urlsafe(18)
-        self._open[key] = (Trajectory(limits or CaptureLimits()), {})
+        self._open[key] = (Trajectory(limits or CaptureLimits(), metadata), {})
         return key
 
     def record(self, key: str) -> CaptureRecord:
@@ -83,15 +85,18 @@ class CaptureGateway:
                 )
                 payload = await response.read()
         except TimeoutError:
-            raise CaptureRefused(f"the policy did not answer within {self.call_timeout_s:g}s", 504) from None
+            trajectory.policy_errors.append(f"the policy did not answer within {self.call_timeout_s:g}s")
+            raise CaptureRefused(trajectory.policy_errors[-1], 504) from None
         except aiohttp.ClientError as exc:
-            raise CaptureRefused(f"the model server is unreachable: {exc!r}", 502) from exc
+            trajectory.policy_errors.append(f"the model server is unreachable: {exc!r}")
+            raise CaptureRefused(trajectory.policy_errors[-1], 502) from exc
         cookies.update({name: morsel.value for name, morsel in response.cookies.items()})
         try:
             answer = json.loads(payload)
         except ValueError:
             answer = {"error": {"message": payload[:2000].decode(errors="replace"), "type": "model_server_error"}}
         if response.status != 200:
+            trajectory.policy_errors.append(f"model server returned {response.status}: {payload[:1000]!r}")
             return response.status, answer
         if key not in self._open:  # ended while the call ran: the harness gets it, the record does not
             raise CaptureRefused("this rollout ended while the call ran", 410)

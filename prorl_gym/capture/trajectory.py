@@ -18,6 +18,7 @@ Pure bookkeeping: no I/O. gateway.py serves it over HTTP.
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,9 +30,7 @@ from prorl_gym.errors import ProrlError
 from prorl_gym.pipeline.tokens import token_ids_contiguous
 
 ID_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
-# What identifies a message for matching a harness's history to a reply it got: a client may add
-# fields of its own (None-valued ones, provider extras) or drop empty ones when it sends it back.
-_TOOL_CALL_KEYS = ("id", "name", "arguments")
+THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)  # a reasoning model's thinking, leading its text
 
 
 class CaptureLimits(BaseModel):
@@ -71,6 +70,7 @@ class CaptureRecord(BaseModel):
     calls: list[CapturedCall]
     segments: list[Segment]
     stopped: str | None = None  # why the capture refused a call (a limit), if it did
+    policy_errors: list[str] = Field(default_factory=list)  # calls the model server failed (not recorded above)
     output_tokens: int = 0
     wall_s: float = 0.0
 
@@ -89,10 +89,13 @@ def _text(content: Any) -> str:
 
 
 def message_key(message: dict) -> str:
-    """A message as far as the conversation goes: role, text, tool calls, the call it answers."""
+    """A message as far as the conversation goes: role, text, tool calls, the call it answers. Not its
+    reasoning: clients move it out of the text (litellm: `reasoning_content`) or drop it when they send
+    a reply back, and a reply's ids hold it whatever the harness did with it; nor the text's outer
+    whitespace, which some strip."""
     key = {
         "role": message.get("role"),
-        "content": _text(message.get("content")),
+        "content": THINK.sub("", _text(message.get("content"))).strip(),
         "tool_calls": [_tool_call_key(c) for c in message.get("tool_calls") or []],
         "tool_call_id": message.get("tool_call_id"),
     }
@@ -112,10 +115,12 @@ class Trajectory:
     """The calls of one capture (one rollout), in order, and the limits it enforces."""
 
     limits: CaptureLimits = field(default_factory=CaptureLimits)
+    metadata: dict[str, str] | None = None  # the rollout's request metadata: sent with every call that has none
     started: float = field(default_factory=time.monotonic)
     output_tokens: int = 0
     stopped: str | None = None  # a limit was reached (the reason)
     ended: bool = False  # the rollout ended: no more calls
+    policy_errors: list[str] = field(default_factory=list)
     _calls: list[_Call] = field(default_factory=list)
     _segments: list[list[int]] = field(default_factory=list)
 
@@ -131,7 +136,7 @@ class Trajectory:
             elif self.limits.max_wall_s and time.monotonic() - self.started >= self.limits.max_wall_s:
                 self.stopped = f"the rollout ran past its {self.limits.max_wall_s:g}s wall-time limit"
         if self.stopped is not None:
-            raise CaptureRefused(self.stopped, 429)
+            raise CaptureRefused(self.stopped, 403)  # 403, not 429: a harness must not retry it
 
     def prepare(self, body: dict) -> tuple[dict, int | None]:
         """The request to forward (the extended call's reply carrying its ids again) and which call
@@ -142,8 +147,11 @@ class Trajectory:
             n = len(call.keys)
             if len(keys) > n and keys[:n] == call.keys and keys[n] == call.reply_key:
                 messages[n] = {**messages[n], **_ids(call.record.reply)}
-                return {**body, "messages": messages}, call.record.index
-        return {**body, "messages": [_without_ids(m) for m in messages]}, None
+                return self._with_metadata({**body, "messages": messages}), call.record.index
+        return self._with_metadata({**body, "messages": [_without_ids(m) for m in messages]}), None
+
+    def _with_metadata(self, body: dict) -> dict:
+        return body if not self.metadata or body.get("metadata") else {**body, "metadata": self.metadata}
 
     def add(self, body: dict, extends: int | None, completion: dict, latency_s: float) -> dict:
         """Record a forwarded call and its completion; the completion as the harness gets it (no ids)."""
@@ -192,6 +200,7 @@ class Trajectory:
             calls=[c.record for c in self._calls],
             segments=segments,
             stopped=self.stopped,
+            policy_errors=list(self.policy_errors),
             output_tokens=self.output_tokens,
             wall_s=time.monotonic() - self.started,
         )

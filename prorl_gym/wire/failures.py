@@ -48,6 +48,7 @@ class FailureType(StrEnum):
     SHUTDOWN = "shutdown"  # the agent stopped while the rollout ran (its sandbox was released)
     AGENT_RESTARTED = "agent_restarted"  # the agent died while the job ran, and the config says not to run it again
     AGENT_ERROR = "agent_error"  # a bug in the agent itself
+    HARNESS_ERROR = "harness_error"  # an agent harness run as the RUN stage raised (its traceback in the message)
 
 
 class Failure(BaseModel):

@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
@@ -24,7 +25,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, Body, SimpleResponsesAPIAgent
 from nemo_gym.config_types import ModelServerRef, ResourcesServerRef
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from pydantic import Field, PrivateAttr, ValidationError, field_validator
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
 
 from prorl_gym.asgi import PlainASGIMiddleware
 from prorl_gym.capture import CaptureGateway
@@ -39,6 +40,8 @@ from prorl_gym.supervise import supervised
 from prorl_gym.wire.failures import Failure, FailureType, Stage
 from prorl_gym.wire.jobs import Batch, CancelResult, JobLimits, StopAfter, SubmitRequest
 from prorl_gym.wire.records import RolloutRecord, failed_record
+from responses_api_agents.prorl_agent.harness import HarnessLoop
+from responses_api_agents.prorl_agent.harnesses import load_harness
 from responses_api_agents.prorl_agent.loop import LoopLimits
 from responses_api_agents.prorl_agent.prometheus import AgentMetrics
 from responses_api_agents.prorl_agent.rollout import (
@@ -51,6 +54,11 @@ from responses_api_agents.prorl_agent.rollout import (
 )
 
 log = logging.getLogger(__name__)
+
+
+class HarnessConfig(BaseModel):
+    kind: str  # one of harnesses.KINDS
+    settings: dict[str, Any] = Field(default_factory=dict)  # the harness's own (see its class)
 
 
 class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
@@ -74,6 +82,9 @@ class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
     # every_turn: snapshot the sandbox after each turn, so that rollouts can branch from any turn (a row's
     # `prorl_snapshots`, or a job batch's `snapshots`, decides for itself).
     snapshots: SnapshotMode = "none"
+    # An existing agent harness as the RUN stage instead of this agent's loop (harness.py), e.g.
+    # {kind: mini_swe_agent, settings: {config: swebench}}; its model calls are captured with their ids.
+    harness: HarnessConfig | None = None
 
     @field_validator("num_workers")
     @classmethod
@@ -121,6 +132,21 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
         )
         self._metrics = AgentMetrics(self._jobs)
         self._capture = CaptureGateway(self._peers, c.model_server.name, c.limits.policy_call_timeout_s)
+        if c.harness is not None:
+            harness = load_harness(c.harness.kind, c.harness.settings)
+            threads = ThreadPoolExecutor(c.max_run_workers, thread_name_prefix="harness")
+            self._pipeline.harness_loop = lambda task, metadata, cookies: HarnessLoop(
+                harness=harness,
+                task=task,
+                metadata=metadata,
+                gateway=self._capture,
+                agent_url="http://{}:{}".format(*self.listening_address()),
+                client=self._peers,
+                resources_server=c.resources_server.name,
+                resources_cookies=cookies,
+                limits=c.limits,
+                threads=threads,
+            )
         self._pipeline.on_attempt = self._metrics.attempt
         self._pipeline.on_wait = self._metrics.waited
         return super().model_post_init(context)

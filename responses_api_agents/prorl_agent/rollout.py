@@ -127,6 +127,8 @@ class RolloutPipeline:
         self.on_attempt: Callable[[RolloutRecord], None] | None = None  # metrics hooks
         self.on_wait: Callable[[Part, float], None] | None = None
         self.recovery = Recovery(peers)
+        # (task, row metadata, resources cookies) -> the RUN stage of a harness (harness.py), if the agent runs one
+        self.harness_loop: Callable[[str, dict | None, dict], Any] | None = None
 
     async def rollout(self, row: dict, cookies: dict | None = None) -> RolloutRecord:
         """One rollout through INIT -> RUN -> EVAL, attempts included; the record, whatever happened."""
@@ -266,6 +268,10 @@ class RolloutPipeline:
         cookies: dict,
         branch: Branch | None = None,
     ):
+        if self.harness_loop is not None:
+            if branch is not None:
+                raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, "a harness's rollout cannot branch")
+            return self.harness_loop(_task_text(params), params.metadata, cookies)
         if not params.tools:  # a row may bring its own tools; otherwise the server's
             if not tools.tools:
                 message = (
@@ -369,8 +375,20 @@ class RolloutPipeline:
                 "token_prompts": stats.token_prompts if stats else {},
                 "host": a.host,
                 "snapshots": a.snapshots,
+                "capture": loop.capture.model_dump() if getattr(loop, "capture", None) else None,
             }
         )
+
+
+def _task_text(params: NeMoGymResponseCreateParamsNonStreaming) -> str:
+    """What a harness is given as its task: the row's last user message (its own prompt wraps it)."""
+    items = [params.input] if isinstance(params.input, str) else params.input
+    for item in reversed(items):
+        item = item if isinstance(item, dict) else item.model_dump()
+        if item.get("role") == "user":
+            content = item.get("content")
+            return content if isinstance(content, str) else "".join(p.get("text", "") for p in content or [])
+    raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, "the row has no user message to give the harness")
 
 
 def _has_token_ids(items: list) -> bool:

@@ -18,6 +18,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import re
 import time
 import uuid
 from collections import deque
@@ -26,7 +27,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from prorl_gym.scripted import MODES, Step
+from prorl_gym.scripted import MODES, Step, call
 from prorl_gym.wire.resources import ENVIRONMENT_RESTARTED
 from responses_api_models.scripted_policy.chat_template import decode, encode, render, render_assistant
 from responses_api_models.scripted_policy.real_tokens import RealTokens, drift_cases
@@ -109,9 +110,10 @@ class ScriptedPolicy:
         return self.step_for(_first_user_text(messages), _steps_done(messages), mode)
 
     def step_for(self, first_user_text: str, turn: int, mode: str) -> Step:
-        """What the script says at `turn` (0-based assistant turns) of the task with this first user message."""
+        """What the script says at `turn` (0-based assistant turns) of the task with this first user message
+        (or one that wraps it: a harness's own prompt around the task)."""
         key = _key(first_user_text)
-        row = self._rows.get(key)
+        row = self._rows.get(key) or self._wrapped(key, first_user_text)
         if row is None:
             log.warning("scripted policy: no script for this prompt; answering that it has none")
             return Step(content="[scripted policy: no recorded actions for this task]")
@@ -121,7 +123,30 @@ class ScriptedPolicy:
             if self.tool_aliases:
                 script = [_aliased(step, self.tool_aliases) for step in script]
             self._scripts[(key, mode)] = script
-        return script[min(turn, len(script) - 1)]
+        return _as_instructed(script[min(turn, len(script) - 1)], first_user_text)
+
+    def _wrapped(self, key: str, text: str) -> dict | None:
+        """The row whose first user message is inside `text` (the longest), remembered under its key."""
+        inside = [
+            row for row in self._rows.values() if _first_user_text(row["responses_create_params"]["input"]) in text
+        ]
+        if not inside:
+            return None
+        row = self._rows[key] = max(inside, key=lambda r: len(_first_user_text(r["responses_create_params"]["input"])))
+        return row
+
+
+# A harness that says how to submit (mini-swe-agent: `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`) and offers
+# no submit tool: a recorded `submit` is that command, run with its bash tool, as a model following the
+# harness's instructions would.
+SUBMIT_INSTRUCTION = re.compile(r"`(echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT[^`]*)`")
+
+
+def _as_instructed(step: Step, prompt: str) -> Step:
+    if not any(c["name"] == "submit" for c in step.tool_calls) or not (said := SUBMIT_INSTRUCTION.search(prompt)):
+        return step
+    calls = [call("bash", {"command": said.group(1)}) if c["name"] == "submit" else c for c in step.tool_calls]
+    return Step(content=step.content, tool_calls=calls)
 
 
 def _aliased(step: Step, aliases: dict[str, str]) -> Step:

@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 import uvicorn
 from fastapi import FastAPI
-from openai import AsyncOpenAI, RateLimitError
+from openai import AsyncOpenAI, PermissionDeniedError
 
 from prorl_gym.capture import CaptureGateway
 from prorl_gym.stack import free_port
@@ -116,8 +116,10 @@ async def harness(client: AsyncOpenAI, row: dict, rewrite_history: bool = False)
             return messages + [reply]
         messages.append(reply)
         messages += [{"role": "tool", "tool_call_id": c["id"], "content": "42"} for c in reply["tool_calls"]]
-        if rewrite_history:  # a harness that summarises: the history it sends is no longer what was generated
-            messages = messages[:1] + [{"role": "user", "content": messages[1]["content"] + "\nThe code printed 42."}]
+        if rewrite_history:  # a harness that compacts its history: no longer what was generated
+            messages = [
+                m | {"content": "[earlier turn, compacted]"} if m["role"] == "assistant" else m for m in messages
+            ]
     raise AssertionError("the scripted policy never answered")
 
 
@@ -179,7 +181,7 @@ async def test_calls_after_the_rollout_ended_are_refused(stack):
 async def test_the_call_limit_stops_the_harness_and_the_record_says_why(stack):
     gateway, url, _ = stack
     key, client = await open_capture(url, max_calls=1)
-    with pytest.raises(RateLimitError, match="1 policy calls, its limit"):
+    with pytest.raises(PermissionDeniedError, match="1 policy calls, its limit"):
         await harness(client, row_for(None))
     record = gateway.end(key)
     assert len(record.calls) == 1 and record.stopped.startswith("the rollout made 1 policy calls")
@@ -188,6 +190,6 @@ async def test_the_call_limit_stops_the_harness_and_the_record_says_why(stack):
 async def test_the_output_token_limit(stack):
     gateway, url, _ = stack
     key, client = await open_capture(url, max_output_tokens=1)
-    with pytest.raises(RateLimitError, match="tokens, its limit"):
+    with pytest.raises(PermissionDeniedError, match="tokens, its limit"):
         await harness(client, row_for(None))
     assert gateway.end(key).output_tokens > 1

@@ -66,10 +66,21 @@ def test_limits_and_the_end():
     call(t, [USER], completion("4", [1], [2]))
     with pytest.raises(CaptureRefused, match="1 policy calls") as refused:
         t.admit()
-    assert refused.value.status == 429 and t.record().stopped
+    assert refused.value.status == 403 and t.record().stopped
     t.ended = True
     with pytest.raises(CaptureRefused, match="ended") as ended:
         t.admit()
     assert ended.value.status == 410
     with pytest.raises(ValueError):
         CaptureLimits(max_calls=0)
+
+
+def test_a_reply_whose_reasoning_the_client_moved_out_or_dropped_still_extends():
+    # litellm (mini-swe-agent's client) hands back "<think>..</think>text" as reasoning_content + text
+    t = Trajectory()
+    call(t, [USER], completion("<think>add them</think>It is 4.\n", [1], [2]))
+    moved = {"role": "assistant", "content": "It is 4.\n", "reasoning_content": "add them"}
+    dropped = {"role": "assistant", "content": "It is 4."}
+    for echoed in (moved, dropped):
+        _, extends = t.prepare({"messages": [USER, echoed, {"role": "user", "content": "and 3+3?"}]})
+        assert extends == 0

@@ -1,0 +1,149 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""The RUN stage when an existing agent harness drives the policy instead of this agent's loop.
+
+INIT and EVAL stay the environment's own (the task staged in the rollout's sandbox, the sandbox's
+final state graded). In between, the harness runs unchanged in the agent's process, in a thread of
+its own (harnesses are synchronous): its model calls go over HTTP to this agent's capture endpoint
+for the rollout (prorl_gym/capture), which forwards them to the model server and records their
+exact token ids; its actions run in the rollout's sandbox through the environment's tools (an
+adapter implements the harness's own environment interface over them: harnesses/).
+
+How it ends: the harness's own exit (submitted, its step limit, ...) is the stop reason and the
+sandbox is graded; a limit the capture enforces (calls, output tokens, wall time) stops it with
+the reason in the record, graded too; a policy call the model server failed is a policy_error
+(the infrastructure's: retried); a lost sandbox is sandbox_lost; anything else the harness raises
+is a harness_error (not retried, not scored) with its traceback's tail. A harness that hangs is
+ended by the RUN stage's timeout: its capture is closed, so its next model call is refused, and
+its sandbox is released, so its next action fails (a thread cannot be killed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from prorl_gym.capture import CaptureGateway, CaptureLimits, CaptureRecord
+from prorl_gym.wire.failures import FailureType, RolloutFailure, Stage
+from responses_api_agents.prorl_agent.loop import LOST_SANDBOX, LoopLimits, LoopStats
+
+
+class SandboxActions:
+    """The rollout's sandbox as a harness's adapter sees it, from the harness's thread: each call
+    runs one of the environment's tools on the agent's event loop and waits for its answer."""
+
+    def __init__(self, run_tool, loop: asyncio.AbstractEventLoop, timeout_s: float):
+        self._run_tool, self._loop, self._timeout_s = run_tool, loop, timeout_s
+
+    def bash(self, command: str) -> tuple[str, int | None]:
+        """(what the command printed, its exit code; None if it timed out or was interrupted)."""
+        result = self.tool("bash", {"command": command})
+        return result["content"], (result.get("metadata") or {}).get("exit_code")
+
+    def tool(self, name: str, arguments: dict) -> dict:
+        future = asyncio.run_coroutine_threadsafe(self._run_tool(name, arguments), self._loop)
+        return future.result(self._timeout_s + 5)
+
+
+@dataclass
+class HarnessExit:
+    status: str  # the harness's own word for how it ended (mini-swe-agent: Submitted, LimitsExceeded, ...)
+    detail: str = ""
+
+
+class Harness(Protocol):
+    """An agent harness, run unchanged: `run` blocks (in a thread of its own) until the harness ends."""
+
+    def run(self, task: str, sandbox: SandboxActions, model_base_url: str) -> HarnessExit: ...
+
+
+@dataclass
+class HarnessLoop:
+    """Stands where AgentLoop stands in the pipeline: run() -> stop reason; outputs, stats after."""
+
+    harness: Harness
+    task: str
+    metadata: dict[str, str] | None  # the row's request metadata, sent with the harness's calls
+    gateway: CaptureGateway
+    agent_url: str  # this agent's own address: where the harness's model calls go
+    client: Any  # PeerClient
+    resources_server: str
+    resources_cookies: dict[str, str]
+    limits: LoopLimits
+    threads: ThreadPoolExecutor
+    outputs: list = field(default_factory=list)
+    stats: LoopStats = field(default_factory=LoopStats)
+    last_response: Any = None
+    capture: CaptureRecord | None = None
+    on_turn: Any = None  # snapshots after each turn: not available to a harness's turns
+
+    async def run(self) -> str:
+        limits = CaptureLimits(
+            max_calls=self.limits.max_turns,
+            max_output_tokens=self.limits.max_output_tokens,
+            max_wall_s=self.limits.max_run_time_s,
+        )
+        key = self.gateway.open(limits, self.metadata)
+        actions = SandboxActions(self._run_tool, asyncio.get_running_loop(), self.limits.tool_call_timeout_s)
+        url = f"{self.agent_url}/capture/{key}/v1"
+        crashed: BaseException | None = None
+        try:
+            ended = await asyncio.get_running_loop().run_in_executor(
+                self.threads, self.harness.run, self.task, actions, url
+            )
+        except RolloutFailure:
+            raise  # the sandbox was lost under an action: typed where it happened
+        except Exception as exc:  # noqa: BLE001 - what the harness raised is judged below, with its capture
+            crashed, ended = exc, None
+        finally:
+            self.capture = self.gateway.end(key)  # also on cancellation: the harness's next call is refused
+            self._account(self.capture)
+        if self.capture.stopped:  # a limit the service enforces: a graded attempt, as the built-in loop's limits
+            return f"limit: {self.capture.stopped}"
+        if crashed is not None:
+            if self.capture.policy_errors:
+                message = f"a policy call of the harness failed: {self.capture.policy_errors[-1]}"
+                raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra=True) from crashed
+            tail = "".join(traceback.format_exception(crashed))[-2000:]
+            raise RolloutFailure(Stage.RUN, FailureType.HARNESS_ERROR, f"the harness raised {crashed!r}\n{tail}")
+        return ended.status.lower() if not ended.detail else f"{ended.status.lower()}: {ended.detail[:200]}"
+
+    async def _run_tool(self, name: str, arguments: dict) -> dict:
+        started = time.perf_counter()
+        self.stats.tool_calls += 1
+        try:
+            async with asyncio.timeout(self.limits.tool_call_timeout_s):
+                response = await self.client.post(
+                    server_name=self.resources_server,
+                    url_path=f"/{name}",
+                    json=arguments,
+                    cookies=self.resources_cookies,
+                )
+                payload = await response.read()
+        finally:
+            self.stats.tools_s += time.perf_counter() - started
+        if response.status in LOST_SANDBOX:
+            message = f"tool {name!r}: the sandbox is lost ({response.status}): {payload[:1000]!r}"
+            raise RolloutFailure(Stage.RUN, FailureType.SANDBOX_LOST, message, infra=True)
+        if response.status != 200:
+            message = f"tool {name!r} failed ({response.status}): {payload[:1000]!r}"
+            raise RolloutFailure(Stage.RUN, FailureType.TOOL_ERROR, message, infra=response.status >= 500)
+        result = json.loads(payload)
+        self.stats.tool_exec_s += float((result.get("metadata") or {}).get("duration_s") or 0.0)
+        return result
+
+    def _account(self, capture: CaptureRecord) -> None:
+        """The record's transcript is the segment of the harness's last call (its whole history, ids on
+        every generation it holds); every call and segment is in `capture`."""
+        self.stats.turns = len(capture.calls)
+        self.stats.output_tokens = capture.output_tokens
+        self.stats.policy_s = sum(c.latency_s for c in capture.calls)
+        kinds = ["extended" if c.extends is not None else "rendered" for c in capture.calls]
+        self.stats.token_prompts = {k: kinds.count(k) for k in set(kinds)}
+        if capture.calls:
+            self.outputs = list(capture.segments[capture.calls[-1].segment].output)

@@ -1,0 +1,101 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""mini-swe-agent, unchanged, as the SWE environment's agent, on a real stack: ng_run serving the SWE
+resources server, the harness agent (resources_servers/swe/configs/swe_mini_swe_agent.yaml) and the
+model server in token-in/token-out mode with Qwen3's real tokenizer; ng_collect_rollouts collecting.
+The scripted policy (the stand-in for a GPU model) plays each task's recorded actions in the
+harness's own action format (its bash tool; its submission command, as its prompt says), so gold
+must score 1.0 and wrong 0.0, graded by the SWE verifier on the sandbox's final state."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from prorl_gym.environments import environment
+from prorl_gym.jsonl import read_jsonl
+from prorl_gym.stack import Stack, collected_records
+from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
+
+try:
+    qwen3()
+except TokenizerNotFound as exc:  # make setup installs it; elsewhere the reason is given
+    pytest.skip(str(exc), allow_module_level=True)
+pytest.importorskip("minisweagent", reason="make setup installs mini-swe-agent (the harness's requirements.txt)")
+
+SWE = environment("swe")
+HARNESS_CONFIG = "resources_servers/swe/configs/swe_mini_swe_agent.yaml"
+AGENT = "swe_mini_swe_agent"
+MODEL = "+policy_model.responses_api_models.balanced_vllm_model"
+TASKS = 2  # of the example's five
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("harness")
+    sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-harness-", dir="/tmp"))  # reachable by the sandbox uid
+    sandbox_root.chmod(0o711)
+    config_paths = [*SWE.config_paths()[:2], HARNESS_CONFIG, SWE.config_paths()[2]]
+    overrides = [
+        f"+{SWE.server_key}.sandbox.root_dir={sandbox_root}",
+        f"{MODEL}.token_mode=tito",
+        f"{MODEL}.tokenizer=qwen3",
+        f"+{AGENT}.responses_api_agents.prorl_agent.limits.policy_call_timeout_s=30",
+    ]
+    with Stack(
+        config_paths,
+        overrides=overrides,
+        policy_data=[str(SWE.example)],
+        policy_args=["--tokenizer", "qwen3"],
+        log_dir=tmp / "logs",
+    ) as stack:
+        stack.tmp = tmp
+        yield stack
+    assert not [p for p in sandbox_root.iterdir() if not p.name.startswith(".")], "sandbox directories left behind"
+    shutil.rmtree(sandbox_root)
+
+
+@pytest.fixture(scope="module")
+def records(stack) -> dict[str, list[dict]]:
+    rows = []
+    for mode in ("gold", "wrong"):
+        for row in read_jsonl(SWE.example)[:TASKS]:
+            row["responses_create_params"]["metadata"] = {"scripted_mode": mode}
+            rows.append(row)
+    inputs, output = stack.tmp / "rows.jsonl", stack.tmp / "harness.jsonl"
+    inputs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stack.collect(AGENT, inputs, output)
+    by_mode: dict[str, list[dict]] = {}
+    for record in collected_records(output):
+        by_mode.setdefault(record["responses_create_params"]["metadata"]["scripted_mode"], []).append(record)
+    return by_mode
+
+
+def test_gold_in_the_harness_scores_one_and_wrong_scores_zero(records):
+    assert [r["failure"] for rs in records.values() for r in rs] == [None] * 2 * TASKS
+    assert [r["reward"] for r in records["gold"]] == [1.0] * TASKS
+    assert [r["reward"] for r in records["wrong"]] == [0.0] * TASKS
+    assert all(r["stop_reason"] == "submitted" and r["patch_bytes"] > 0 for r in records["gold"])
+
+
+def test_every_call_of_the_harness_is_captured_with_the_ids_the_policy_sampled(stack, records):
+    with urllib.request.urlopen(f"http://127.0.0.1:{stack.policy_port}/sampled", timeout=10) as response:
+        sampled = {tuple(s["ids"]) for s in json.load(response)}
+    for record in (r for rs in records.values() for r in rs):
+        calls = record["capture"]["calls"]
+        assert len(calls) == record["num_turns"] >= 2
+        # mini-swe-agent sends its whole history every call: each call extends the one before, one segment
+        assert [c["extends"] for c in calls] == [None, *range(len(calls) - 1)]
+        (segment,) = record["capture"]["segments"]
+        assert segment["token_ids_contiguous"] is True and record["token_ids_contiguous"] is True
+        generated = [
+            tuple(o["generation_token_ids"]) for o in record["response"]["output"] if "generation_token_ids" in o
+        ]
+        assert len(generated) == len(calls) and set(generated) <= sampled  # never a re-encoding of text
+        assert record["token_prompts"] == {"rendered": 1, "extended": len(calls) - 1}
+        assert calls[0]["messages"][1]["content"].startswith("Please solve this issue")  # its own prompt, as sent
