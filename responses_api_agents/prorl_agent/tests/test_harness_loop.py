@@ -1,0 +1,116 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""How a harness's run ends, with its peers played by the fake client: a crash, a lost sandbox, a
+failed policy call, a limit the capture enforces, and a harness still calling after its rollout."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from prorl_gym.capture import CaptureGateway, CaptureRefused
+from prorl_gym.wire.failures import FailureType, RolloutFailure
+from responses_api_agents.prorl_agent.harness import HarnessExit, HarnessLoop
+from responses_api_agents.prorl_agent.loop import LoopLimits
+from responses_api_agents.prorl_agent.tests.fakes import FakeClient, FakeResponse
+
+USER = {"role": "user", "content": "fix it"}
+
+
+def reply(prompt: list[int]) -> FakeResponse:
+    message = {"role": "assistant", "content": "ok", "prompt_token_ids": prompt, "generation_token_ids": [7]}
+    return FakeResponse(200, {"id": "c", "choices": [{"index": 0, "message": message | {"generation_log_probs": [0.0]}}]})
+
+
+class Scripted:
+    """A harness that does what `steps` say from its thread: ("bash", cmd), ("model", messages), ("raise", exc)."""
+
+    def __init__(self, *steps):
+        self.steps, self.loop, self.gateway, self.seen = steps, None, None, []
+
+    def run(self, task, sandbox, model_base_url):
+        key = model_base_url.rstrip("/").split("/")[-2]
+        for kind, value in self.steps:
+            if kind == "bash":
+                self.seen.append(sandbox.bash(value))
+            elif kind == "model":
+                call = self.gateway.chat_completions(key, {"messages": value})
+                status, answer = asyncio.run_coroutine_threadsafe(call, self.loop).result(10)
+                if status != 200:
+                    raise RuntimeError(f"the model server said {status}")
+                self.seen.append(answer)
+            else:
+                raise value
+        return HarnessExit("Submitted")
+
+
+@pytest.fixture
+def fake():
+    fake = FakeClient.create()
+    fake.route("env", "/bash", lambda body: {"content": "done", "metadata": {"exit_code": 0, "duration_s": 0.1}})
+    fake.route("model", "/v1/chat/completions", lambda body: reply([1, 2]))
+    return fake
+
+
+async def run(fake, harness: Scripted, **limits) -> HarnessLoop:
+    gateway = CaptureGateway(fake, "model")
+    harness.loop, harness.gateway = asyncio.get_running_loop(), gateway
+    loop = HarnessLoop(
+        harness=harness,
+        task="fix it",
+        metadata=None,
+        gateway=gateway,
+        agent_url="http://agent",
+        client=fake,
+        resources_server="env",
+        resources_cookies={},
+        limits=LoopLimits(**limits),
+        threads=ThreadPoolExecutor(2),
+    )
+    loop.stop_reason = await loop.run()
+    return loop
+
+
+async def test_a_harness_that_submits_is_graded_with_its_calls_and_actions_counted(fake):
+    loop = await run(fake, Scripted(("model", [USER]), ("bash", "ls")))
+    assert loop.stop_reason == "submitted" and loop.stats.turns == 1 and loop.stats.tool_calls == 1
+    assert loop.outputs[-1]["generation_token_ids"] == [7] and len(loop.gateway) == 0  # its capture ended
+
+
+async def test_a_crash_is_a_harness_error_with_its_traceback(fake):
+    with pytest.raises(RolloutFailure) as failed:
+        await run(fake, Scripted(("bash", "ls"), ("raise", KeyError("no such action"))))
+    failure = failed.value.failure
+    assert failure.type == FailureType.HARNESS_ERROR and not failure.infra
+    assert "no such action" in failure.message and "Traceback" in failure.message
+
+
+async def test_a_lost_sandbox_is_typed_where_it_happened(fake):
+    fake.route("env", "/bash", lambda body: FakeResponse(409, {"error": {"type": "unknown_session"}}))
+    with pytest.raises(RolloutFailure) as failed:
+        await run(fake, Scripted(("bash", "ls")))
+    assert failed.value.failure.type == FailureType.SANDBOX_LOST and failed.value.failure.infra
+
+
+async def test_a_policy_call_the_model_server_failed_is_the_infrastructures(fake):
+    fake.route("model", "/v1/chat/completions", lambda body: FakeResponse(503, {"detail": "endpoint died"}))
+    with pytest.raises(RolloutFailure) as failed:
+        await run(fake, Scripted(("model", [USER])))
+    assert failed.value.failure.type == FailureType.POLICY_ERROR and failed.value.failure.infra
+    assert "endpoint died" in failed.value.failure.message
+
+
+async def test_a_limit_stops_the_harness_and_the_attempt_is_graded_saying_why(fake):
+    loop = await run(fake, Scripted(("model", [USER]), ("model", [USER])), max_turns=1)
+    assert loop.stop_reason.startswith("limit: the rollout made 1 policy calls")
+    assert loop.capture.stopped and len(loop.capture.calls) == 1
+
+
+async def test_a_call_after_the_rollout_ended_is_refused(fake):
+    loop = await run(fake, Scripted(("model", [USER])))
+    key = next(iter(loop.gateway._ended))
+    with pytest.raises(CaptureRefused) as refused:
+        await loop.gateway.chat_completions(key, {"messages": [USER]})
+    assert refused.value.status == 410
