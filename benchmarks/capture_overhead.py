@@ -1,0 +1,177 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""What the capture endpoint adds to a harness's policy call, against calling the model server directly.
+
+    python -m benchmarks.capture_overhead [--conversations 200]
+
+The scripted policy answers as vLLM serving Qwen3 would (its real tokenizer and template), the model
+server is in token-in/token-out mode; each conversation is two calls (a tool call, then the answer
+after the tool's result), once straight to the model server's /v1/chat/completions (the client puts
+the previous reply's ids back itself, as a tito-aware client would) and once through a capture
+endpoint (the client sends its history without ids, as any harness does: the capture matches it and
+puts them back, and records the call). Direct and captured conversations alternate, so a change in
+the machine's speed falls on both. Reported: p50 and p90 of each call's wall time both ways and the
+difference (`added_p50_ms`, target <= 1 ms), and whether every captured segment is contiguous.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+import uvicorn
+from fastapi import FastAPI
+
+from benchmarks.common import emit, ms
+from prorl_gym.capture import CaptureGateway
+from prorl_gym.paths import REPO_ROOT
+from prorl_gym.stack import free_port, stop_session
+from prorl_gym.testing import build_server
+from responses_api_models.balanced_vllm_model.app import BalancedVLLMModel
+
+EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "python",
+            "description": "run code",
+            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+        },
+    }
+]
+TARGETS = {"added_p50_ms": 1.0}
+ID_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
+
+
+class Client:
+    """What the gateway posts through (the agent's PeerClient), to the model server."""
+
+    def __init__(self, url: str, http: aiohttp.ClientSession):
+        self.url, self.http = url, http
+
+    async def post(self, server_name: str, url_path: str, json=None, cookies=None):
+        return await self.http.post(self.url + url_path, json=json, cookies=cookies)
+
+
+async def serve(app: FastAPI) -> tuple[str, uvicorn.Server, asyncio.Task]:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        await asyncio.sleep(0.01)
+    return f"http://127.0.0.1:{port}", server, task
+
+
+async def conversation(http: aiohttp.ClientSession, url: str, row: dict, tito_aware: bool) -> list[float]:
+    """Two calls of one conversation at `url` (its /chat/completions): their wall times."""
+    messages, cookies, times = [dict(m) for m in row["responses_create_params"]["input"]], {}, []
+    for _ in range(2):
+        started = time.perf_counter()
+        async with http.post(
+            f"{url}/chat/completions", json={"messages": messages, "tools": TOOLS}, cookies=cookies
+        ) as r:
+            answer = await r.json()
+            cookies |= {k: m.value for k, m in r.cookies.items()}
+        times.append(time.perf_counter() - started)
+        assert r.status == 200, answer
+        reply = answer["choices"][0]["message"]
+        messages.append(reply if tito_aware else {k: v for k, v in reply.items() if k not in ID_FIELDS})
+        messages += [{"role": "tool", "tool_call_id": c["id"], "content": "42"} for c in reply.get("tool_calls") or []]
+    return times
+
+
+async def measure(conversations: int, log_dir: Path) -> dict:
+    rows = [json.loads(line) for line in EXAMPLE.read_text().splitlines()]
+    policy_port = free_port()
+    argv = [sys.executable, "-m", "responses_api_models.scripted_policy", "--data", str(EXAMPLE)]
+    with open(log_dir / "scripted_policy.log", "w") as log:
+        policy = subprocess.Popen(
+            [*argv, "--port", str(policy_port), "--tokenizer", "qwen3"],
+            cwd=REPO_ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:
+            for _ in range(600):
+                try:
+                    async with http.get(f"http://127.0.0.1:{policy_port}/health") as r:
+                        if r.status == 200:
+                            break
+                except aiohttp.ClientError:
+                    await asyncio.sleep(0.1)
+            model = build_server(
+                BalancedVLLMModel,
+                "policy_model",
+                base_url=[f"http://127.0.0.1:{policy_port}/v1"],
+                api_key="x",
+                model="scripted-gold",
+                return_token_id_information=True,
+                uses_reasoning_parser=True,
+                token_mode="tito",
+                tokenizer="qwen3",
+            )
+            model_app = model.setup_webserver()
+            model.setup_exception_middleware(model_app)
+            model_url, model_server, model_task = await serve(model_app)
+            gateway = CaptureGateway(Client(model_url, http), "policy_model")
+            app = FastAPI()
+            app.include_router(gateway.router())
+            gateway_url, gateway_server, gateway_task = await serve(app)
+            try:
+                direct, captured, contiguous = [], [], []
+                for i in range(conversations + 10):  # the first 10 of each warm up
+                    row = rows[i % len(rows)]
+                    d = await conversation(http, f"{model_url}/v1", row, tito_aware=True)
+                    key = gateway.open()
+                    c = await conversation(http, f"{gateway_url}/capture/{key}/v1", row, tito_aware=False)
+                    record = gateway.end(key)
+                    if i >= 10:
+                        direct += d
+                        captured += c
+                        contiguous += [s.token_ids_contiguous for s in record.segments]
+            finally:
+                for server in (gateway_server, model_server):
+                    server.should_exit = True
+                await asyncio.gather(gateway_task, model_task)
+    finally:
+        stop_session(policy, grace_s=5)
+    p50 = lambda xs: statistics.median(xs)  # noqa: E731
+    p90 = lambda xs: statistics.quantiles(xs, n=10)[-1]  # noqa: E731
+    return {
+        "calls_each_way": len(direct),
+        "direct_p50_ms": ms(p50(direct)),
+        "captured_p50_ms": ms(p50(captured)),
+        "direct_p90_ms": ms(p90(direct)),
+        "captured_p90_ms": ms(p90(captured)),
+        "added_p50_ms": ms(p50(captured) - p50(direct)),
+        "contiguous_fraction": sum(c is True for c in contiguous) / len(contiguous),
+        "segments_per_conversation": len(contiguous) / conversations,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--conversations", type=int, default=200)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="prorl-capture-bench-") as log_dir:
+        results = asyncio.run(measure(args.conversations, Path(log_dir)))
+    results |= {
+        "targets": TARGETS,
+        "meets_targets": {"added_p50_ms": results["added_p50_ms"] <= TARGETS["added_p50_ms"]},
+    }
+    emit("capture_overhead", results)
+
+
+if __name__ == "__main__":
+    main()
