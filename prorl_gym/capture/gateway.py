@@ -17,15 +17,14 @@ produced, and a call that extends an earlier one is sent with those ids (traject
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import time
 from collections import OrderedDict
 from typing import Any
 
 import aiohttp
-from fastapi import APIRouter, Body, HTTPException
-from fastapi.responses import JSONResponse
+import orjson
+from fastapi import APIRouter, Body, HTTPException, Request, Response
 
 from prorl_gym.capture.trajectory import CaptureLimits, CaptureRecord, CaptureRefused, Trajectory
 
@@ -92,8 +91,8 @@ class CaptureGateway:
             raise CaptureRefused(trajectory.policy_errors[-1], 502) from exc
         cookies.update({name: morsel.value for name, morsel in response.cookies.items()})
         try:
-            answer = json.loads(payload)
-        except ValueError:
+            answer = orjson.loads(payload)
+        except orjson.JSONDecodeError:
             answer = {"error": {"message": payload[:2000].decode(errors="replace"), "type": "model_server_error"}}
         if response.status != 200:
             trajectory.policy_errors.append(f"model server returned {response.status}: {payload[:1000]!r}")
@@ -125,16 +124,19 @@ class CaptureGateway:
                 raise HTTPException(404, "no such capture") from None
 
         @router.post("/capture/{key}/v1/chat/completions")
-        async def chat_completions(key: str, body: dict = Body()) -> JSONResponse:
-            if not isinstance(body.get("messages"), list) or not body["messages"]:
+        async def chat_completions(key: str, request: Request) -> Response:
+            try:  # orjson both ways, no model: this route is on every policy call of a harness
+                body = orjson.loads(await request.body())
+            except orjson.JSONDecodeError as exc:
+                raise HTTPException(400, f"the request body is not JSON: {exc}") from None
+            if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
                 raise HTTPException(422, "a chat completion request needs a non-empty `messages` list")
             if body.get("stream"):
                 raise HTTPException(400, "streaming is not supported by the capture endpoint: set stream=false")
             try:
                 status, answer = await self.chat_completions(key, body)
             except CaptureRefused as exc:
-                error = {"message": exc.reason, "type": "capture_refused", "code": exc.status}
-                return JSONResponse({"error": error}, status_code=exc.status)
-            return JSONResponse(answer, status_code=status)
+                status, answer = exc.status, {"error": {"message": exc.reason, "type": "capture_refused"}}
+            return Response(orjson.dumps(answer), status_code=status, media_type="application/json")
 
         return router
