@@ -95,6 +95,7 @@ class AgentLoop:
     last_response: NeMoGymResponse | None = None
     model_cookies: dict[str, str] = field(default_factory=dict)
     on_turn: Callable[[int], Awaitable[None]] | None = None  # after each turn the rollout goes on from
+    policy_failing: Callable[[], Awaitable[bool]] | None = None  # whether no policy endpoint is healthy now
 
     @property
     def tool_names(self) -> set[str]:
@@ -141,18 +142,26 @@ class AgentLoop:
         # from its partial trajectory. A slow or failing answer is only before any output.
         infra = not self.outputs
         started = time.perf_counter()
-        status, payload, cookies = await self._post(
-            self.model_server,
-            "/v1/responses",
-            body,
-            self.model_cookies,
-            self.limits.policy_call_timeout_s,
-            FailureType.POLICY_ERROR,
-            "the policy",
-            infra,
-            unreachable_infra=True,
-            refusable=not self.outputs,
-        )
+        try:
+            status, payload, cookies = await self._post(
+                self.model_server,
+                "/v1/responses",
+                body,
+                self.model_cookies,
+                self.limits.policy_call_timeout_s,
+                FailureType.POLICY_ERROR,
+                "the policy",
+                infra,
+                unreachable_infra=True,
+                refusable=not self.outputs,
+            )
+        except RolloutFailure as exc:
+            # No answer in time after partial output: the task's, unless the endpoint failed meanwhile (killed
+            # mid-call, it may be declared dead only after this timeout: the busy soak's one "task" failure).
+            if exc.failure.infra or self.policy_failing is None or not await self.policy_failing():
+                raise
+            message = f"{exc.failure.message}; its endpoint failed meanwhile (the model server's health checks)"
+            raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra=True) from exc
         self.stats.policy_s += time.perf_counter() - started
         self.stats.turns += 1
         if status == INCOMPATIBLE:  # the endpoint cannot serve this call: asking again costs, and changes nothing

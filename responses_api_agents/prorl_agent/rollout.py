@@ -287,12 +287,19 @@ class RolloutPipeline:
             limits=self.limits,
             resources_cookies=cookies,
             finish_tools=frozenset(tools.ends_rollout),
+            policy_failing=self._policy_failing,
         )
         if branch is not None:  # the policy sees the same prefix, token ids and all, and goes on from it
             loop.outputs = OUTPUT_ITEMS.validate_python(branch.output)
             loop.stats.turns = branch.turn  # limits (max_turns, max_output_tokens) count the prefix's turns too
             loop.stats.output_tokens = sum(len(item.get("generation_token_ids") or []) for item in branch.output)
         return loop
+
+    async def _policy_failing(self) -> bool:
+        try:
+            return not await self.recovery.healthy(Part.POLICY)
+        except PartGone:
+            return True
 
     async def _snapshot(self, a: _Attempt, turn: int) -> None:
         """The sandbox as it is after this turn, for branches (a failed snapshot costs the rollout nothing)."""

@@ -333,3 +333,27 @@ def test_the_agent_serves_capture_endpoints_for_harnesses_sticky_on_one_model_se
     late = client.post(f"{opened['base_path']}/chat/completions", json={"messages": messages})
     assert late.status_code == 410 and late.json()["error"]["type"] == "capture_refused"
     assert client.post(f"{opened['base_path']}/chat/completions", json={"messages": []}).status_code == 422
+
+
+def test_a_policy_call_timing_out_after_partial_output_is_the_infrastructures_if_its_endpoint_failed(fake):
+    default, calls = fake._routes[("model", "/v1/responses")], []
+
+    async def policy(body):  # the first attempt's second turn never comes (its endpoint was killed mid-call)
+        calls.append(body)
+        if len(calls) == 2:
+            await asyncio.sleep(5)
+        return default(body)
+
+    fake.route("model", "/v1/responses", policy)
+    failing = FakeResponse(200, {"endpoints": [{"url": "a", "healthy": True, "failures": 1}]})
+    back = FakeResponse(200, {"endpoints": [{"url": "a", "healthy": True, "failures": 0}]})
+    fake.route("model", "/endpoints", statuses(failing, back))
+    record = agent_client(fake, limits={"policy_call_timeout_s": 0.3}).post("/run", json=ROW).json()
+    assert record["failure"] is None and record["attempts"] == 2 and record["reward"] == 1.0
+    assert "its endpoint failed meanwhile" in record["attempt_failures"][0]["message"]
+
+    calls.clear()  # the same timeout with its endpoint healthy throughout: the task's (a generation too long)
+    default = model_turns(("calls", [("bash", '{"command": "ls"}')]), ("text", "\\boxed{1}"))
+    fake.route("model", "/endpoints", statuses(back))
+    record = agent_client(fake, limits={"policy_call_timeout_s": 0.3}).post("/run", json=ROW).json()
+    assert record["failure"]["type"] == "policy_error" and not record["failure"]["infra"] and record["attempts"] == 1

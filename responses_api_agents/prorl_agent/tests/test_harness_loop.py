@@ -21,7 +21,9 @@ USER = {"role": "user", "content": "fix it"}
 
 def reply(prompt: list[int]) -> FakeResponse:
     message = {"role": "assistant", "content": "ok", "prompt_token_ids": prompt, "generation_token_ids": [7]}
-    return FakeResponse(200, {"id": "c", "choices": [{"index": 0, "message": message | {"generation_log_probs": [0.0]}}]})
+    return FakeResponse(
+        200, {"id": "c", "choices": [{"index": 0, "message": message | {"generation_log_probs": [0.0]}}]}
+    )
 
 
 class Scripted:
