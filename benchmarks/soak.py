@@ -28,8 +28,9 @@ infra_failures_scored_as_reward (records without a failure whose reward is not t
 outcome: no failure, or a task failure), leaked_processes and leaked_sandbox_dirs (after the
 stack stops), retried_ok, failures_by_type, faults, p99_rollout_s and p99_rollout_s_fault_free,
 retry_wait_s_p99, collect_probe. Every record received is written to
-results/bench/soak/records.jsonl, and the full record of anything counted as duplicated or
-scored (and the ids of the lost) to suspects.jsonl.
+results/bench/soak/records.jsonl, the same less transcripts to outcomes.jsonl.gz (small enough
+to commit: results/soak/), and the full record of anything counted as duplicated or scored (and
+the ids of the lost) to suspects.jsonl.
 
 steady: `--concurrency` math rollouts in flight for `--minutes`, policy latency per turn, no faults:
 the servers' RSS growth and open fds over the run (rss_growth_pct, fd_growth: measured idle after
@@ -41,6 +42,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
+import json
 import os
 import random
 import shutil
@@ -296,6 +299,7 @@ class Run:
         lost = sorted(set(self.submitted) - set(ids))
         out.mkdir(parents=True, exist_ok=True)
         write_jsonl(out / "records.jsonl", [r.wire() for r in records])
+        write_outcomes(out / "records.jsonl", out / "outcomes.jsonl.gz")
         write_jsonl(
             out / "suspects.jsonl",
             [{"why": "lost", "job_id": job_id} for job_id in lost]
@@ -319,6 +323,21 @@ class Run:
             "wall_s": round(self.wall_s, 1),
             "rollouts_per_min": round(len(records) / self.wall_s * 60, 1) if self.wall_s else None,
         }
+
+
+TRANSCRIPT_FIELDS = ("response", "responses_create_params", "capture")
+
+
+def write_outcomes(records: Path, out: Path) -> int:
+    """Every record less its transcript (attempts, failures, timings, reward, ids checks), gzipped: small
+    enough to keep with the code (results/soak/), where records.jsonl is tens of MB."""
+    with open(records) as src, gzip.open(out, "wt") as dst:
+        n = 0
+        for line in src:
+            record = json.loads(line)
+            dst.write(json.dumps({k: v for k, v in record.items() if k not in TRANSCRIPT_FIELDS}) + "\n")
+            n += 1
+    return n
 
 
 async def _submit(client: ProRLClient, rows: list[dict], samples: int):
