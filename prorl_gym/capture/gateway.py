@@ -29,6 +29,7 @@ from fastapi import APIRouter, Body, HTTPException, Request, Response
 from prorl_gym.capture.trajectory import CaptureLimits, CaptureRecord, CaptureRefused, Trajectory
 
 ENDED_KEPT = 10_000  # ended captures remembered, so a late call is told 410 rather than 404
+OPEN_KEPT = 10_000  # open captures at most: opening one more ends the oldest (one opened and forgotten)
 
 
 class CaptureGateway:
@@ -36,7 +37,7 @@ class CaptureGateway:
         self.client = client  # PeerClient: .post(server_name, url_path, json=, cookies=)
         self.model_server = model_server
         self.call_timeout_s = call_timeout_s
-        self._open: dict[str, tuple[Trajectory, dict]] = {}  # key -> (trajectory, model server cookies)
+        self._open: OrderedDict[str, tuple[Trajectory, dict]] = OrderedDict()  # key -> (its calls, its cookies)
         self._ended: OrderedDict[str, CaptureRecord] = OrderedDict()
 
     def __len__(self) -> int:
@@ -45,6 +46,8 @@ class CaptureGateway:
     def open(self, limits: CaptureLimits | None = None, metadata: dict[str, str] | None = None) -> str:
         """A new capture; `metadata` goes with each of its calls that carries none (the row's, as the
         built-in loop sends it)."""
+        while len(self._open) >= OPEN_KEPT:
+            self.end(next(iter(self._open)))
         key = secrets.token_urlsafe(18)
         self._open[key] = (Trajectory(limits or CaptureLimits(), metadata), {})
         return key
@@ -97,7 +100,7 @@ class CaptureGateway:
         if response.status != 200:
             trajectory.policy_errors.append(f"model server returned {response.status}: {payload[:1000]!r}")
             return response.status, answer
-        if key not in self._open:  # ended while the call ran: the harness gets it, the record does not
+        if key not in self._open:  # ended while the call ran: the rollout is over, its answer is dropped
             raise CaptureRefused("this rollout ended while the call ran", 410)
         return 200, trajectory.add(forwarded, extends, answer, time.perf_counter() - started)
 

@@ -84,3 +84,15 @@ def test_a_reply_whose_reasoning_the_client_moved_out_or_dropped_still_extends()
     for echoed in (moved, dropped):
         _, extends = t.prepare({"messages": [USER, echoed, {"role": "user", "content": "and 3+3?"}]})
         assert extends == 0
+
+
+async def test_the_gateway_keeps_a_bounded_number_of_captures(monkeypatch):
+    from prorl_gym.capture import gateway as module
+
+    monkeypatch.setattr(module, "OPEN_KEPT", 3)
+    gateway = module.CaptureGateway(client=None, model_server="model")
+    keys = [gateway.open() for _ in range(5)]
+    assert len(gateway) == 3 and gateway.record(keys[0]).calls == []  # the oldest two were ended, not lost
+    with pytest.raises(CaptureRefused) as refused:
+        await gateway.chat_completions(keys[0], {"messages": [USER]})
+    assert refused.value.status == 410
