@@ -62,7 +62,10 @@ class CapturedCall(BaseModel):
 
 class Segment(BaseModel):
     calls: list[int]  # indices into the capture's calls, each extending the one before
-    output: list[dict[str, Any]]  # NeMo RL output items of the segment's last call's conversation
+    input: list[dict[str, Any]]  # the messages of its first call: the harness's prompt, as sent
+    # NeMo RL output items of everything after them, up to the last call's reply: each generation
+    # (with its ids), tool results, later user turns
+    output: list[dict[str, Any]]
     token_ids_contiguous: bool | None
 
 
@@ -194,8 +197,16 @@ class Trajectory:
                 call = self._calls[i]
                 messages[len(call.keys)] |= _ids(call.record.reply)
             messages.append(last.reply)
-            items = [i.model_dump() for i in converter.chat_completions_messages_to_responses_items(messages)]
-            segments.append(Segment(calls=indices, output=items, token_ids_contiguous=token_ids_contiguous(items)))
+            first = len(self._calls[indices[0]].keys)
+            items = [i.model_dump() for i in converter.chat_completions_messages_to_responses_items(messages[first:])]
+            segments.append(
+                Segment(
+                    calls=indices,
+                    input=[dict(m) for m in messages[:first]],
+                    output=items,
+                    token_ids_contiguous=token_ids_contiguous(items),
+                )
+            )
         return CaptureRecord(
             calls=[c.record for c in self._calls],
             segments=segments,

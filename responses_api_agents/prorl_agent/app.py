@@ -83,7 +83,7 @@ class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
     # `prorl_snapshots`, or a job batch's `snapshots`, decides for itself).
     snapshots: SnapshotMode = "none"
     # An existing agent harness as the RUN stage instead of this agent's loop (harness.py), e.g.
-    # {kind: mini_swe_agent, settings: {config: swebench}}; its model calls are captured with their ids.
+    # {kind: mini_swe_agent, settings: {config: mini}}; its model calls are captured with their ids.
     harness: HarnessConfig | None = None
 
     @field_validator("num_workers")
@@ -102,6 +102,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
     _jobs: JobManager = PrivateAttr()
     _metrics: AgentMetrics = PrivateAttr()
     _capture: CaptureGateway = PrivateAttr()
+    _harness_threads: ThreadPoolExecutor | None = PrivateAttr(default=None)  # a harness's runs, if it has one
     _runs: set[asyncio.Future] = PrivateAttr(default_factory=set)  # /run rollouts in flight
     _stopping: asyncio.Future | None = PrivateAttr(default=None)  # done once a stop signal came
 
@@ -134,7 +135,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
         self._capture = CaptureGateway(self._peers, c.model_server.name, c.limits.policy_call_timeout_s)
         if c.harness is not None:
             harness = load_harness(c.harness.kind, c.harness.settings)
-            threads = ThreadPoolExecutor(c.max_run_workers, thread_name_prefix="harness")
+            threads = self._harness_threads = ThreadPoolExecutor(c.max_run_workers, thread_name_prefix="harness")
             self._pipeline.harness_loop = lambda task, metadata, cookies: HarnessLoop(
                 harness=harness,
                 task=task,
@@ -172,6 +173,8 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
         """Let rollouts ended by the shutdown release their sandboxes, then close the connections."""
         if pending := [rollout for rollout in self._runs if not rollout.done()]:
             await asyncio.wait(pending, timeout=self.config.release_timeout_s)
+        if self._harness_threads is not None:  # a harness still running ends at its next call (refused)
+            self._harness_threads.shutdown(wait=False, cancel_futures=True)
         await self._peers.close()
 
     def _stop_runs_on_signals(self) -> None:

@@ -12,8 +12,8 @@ that died, a policy endpoint gone before it answered, the verifier machinery) ru
 rollout again, from a fresh INIT, once the part it needs is healthy again (recovery.py), up to
 `retry.max_attempts` (an attempt the part turned away before any work, `Failure.refused`, is
 not counted there: a part that recovers and falls again within seconds would otherwise use up
-the budget of rollouts that never ran); the record carries `attempts`, each earlier attempt's failure and the time
-spent waiting (`timings.retry_wait_s`). Peers are called through PeerClient: a dead server is an
+the budget of rollouts that never ran); the record carries `attempts`, each earlier attempt's
+failure and the time spent waiting (`timings.retry_wait_s`). Peers are called through PeerClient: a dead server is an
 error at once, not after the tool timeout.
 """
 

@@ -140,6 +140,9 @@ async def test_a_harness_extending_its_history_gets_one_exact_contiguous_traject
     generated = [[int(t) for t in o["generation_token_ids"]] for o in segment.output if "generation_token_ids" in o]
     assert generated == (await sampled(policy))[-2:], case  # what the policy sampled, never a re-encoding
     assert segment.output[-1]["type"] == "message"
+    assert segment.input == row_for(case)["responses_create_params"]["input"]  # the prompt, kept out of output
+    assert not [o for o in segment.output if o.get("role") in ("system", "user")]
+    assert {"function_call", "function_call_output"} <= {o["type"] for o in segment.output}
     assert record.calls[0].messages[0] == row_for(case)["responses_create_params"]["input"][0]  # as sent
 
 
