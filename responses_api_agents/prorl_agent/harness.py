@@ -14,13 +14,15 @@ sandbox is graded; a limit the capture enforces (calls, output tokens, wall time
 the reason in the record, graded too; a policy call the model server failed is a policy_error
 (the infrastructure's: retried); a lost sandbox is sandbox_lost; anything else the harness raises
 is a harness_error (not retried, not scored) with its traceback's tail. A harness that hangs is
-ended by the RUN stage's timeout: its capture is closed, so its next model call is refused, and
-its sandbox is released, so its next action fails (a thread cannot be killed).
+ended by the RUN stage's timeout: its capture is closed and its actions in flight are cancelled,
+so a harness waiting on one ends at once and its next model call or action is refused (a thread
+cannot be killed: one spinning in its own code runs on until it calls out).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import time
 import traceback
@@ -39,6 +41,8 @@ class SandboxActions:
 
     def __init__(self, run_tool, loop: asyncio.AbstractEventLoop, timeout_s: float):
         self._run_tool, self._loop, self._timeout_s = run_tool, loop, timeout_s
+        self._pending: set[concurrent.futures.Future] = set()
+        self.closed = False
 
     def bash(self, command: str) -> tuple[str, int | None]:
         """(what the command printed, its exit code; None if it timed out or was interrupted)."""
@@ -46,8 +50,26 @@ class SandboxActions:
         return result["content"], (result.get("metadata") or {}).get("exit_code")
 
     def tool(self, name: str, arguments: dict) -> dict:
+        if self.closed:
+            raise SandboxClosed("the rollout has ended: its sandbox takes no more actions")
         future = asyncio.run_coroutine_threadsafe(self._run_tool(name, arguments), self._loop)
-        return future.result(self._timeout_s + 5)
+        self._pending.add(future)
+        try:
+            return future.result(self._timeout_s + 5)
+        except concurrent.futures.CancelledError:
+            raise SandboxClosed("the rollout ended while this action ran") from None
+        finally:
+            self._pending.discard(future)
+
+    def close(self) -> None:
+        """No more actions; the ones in flight are cancelled (a harness waiting on one ends now)."""
+        self.closed = True
+        for future in list(self._pending):
+            future.cancel()
+
+
+class SandboxClosed(Exception):
+    """An action of a harness whose rollout has ended."""
 
 
 @dataclass
@@ -100,8 +122,9 @@ class HarnessLoop:
             raise  # the sandbox was lost under an action: typed where it happened
         except Exception as exc:  # noqa: BLE001 - what the harness raised is judged below, with its capture
             crashed, ended = exc, None
-        finally:
-            self.capture = self.gateway.end(key)  # also on cancellation: the harness's next call is refused
+        finally:  # also on cancellation (the RUN timeout): the harness's next model call or action is refused
+            actions.close()
+            self.capture = self.gateway.end(key)
             self._account(self.capture)
         if self.capture.stopped:  # a limit the service enforces: a graded attempt, as the built-in loop's limits
             return f"limit: {self.capture.stopped}"

@@ -12,7 +12,7 @@ import pytest
 
 from prorl_gym.capture import CaptureGateway, CaptureRefused
 from prorl_gym.wire.failures import FailureType, RolloutFailure
-from responses_api_agents.prorl_agent.harness import HarnessExit, HarnessLoop
+from responses_api_agents.prorl_agent.harness import HarnessExit, HarnessLoop, SandboxClosed
 from responses_api_agents.prorl_agent.loop import LoopLimits
 from responses_api_agents.prorl_agent.tests.fakes import FakeClient, FakeResponse
 
@@ -30,9 +30,16 @@ class Scripted:
     """A harness that does what `steps` say from its thread: ("bash", cmd), ("model", messages), ("raise", exc)."""
 
     def __init__(self, *steps):
-        self.steps, self.loop, self.gateway, self.seen = steps, None, None, []
+        self.steps, self.loop, self.gateway, self.seen, self.ended = steps, None, None, [], None
 
     def run(self, task, sandbox, model_base_url):
+        try:
+            return self._run(sandbox, model_base_url)
+        except BaseException as exc:
+            self.ended = exc
+            raise
+
+    def _run(self, sandbox, model_base_url):
         key = model_base_url.rstrip("/").split("/")[-2]
         for kind, value in self.steps:
             if kind == "bash":
@@ -116,3 +123,22 @@ async def test_a_call_after_the_rollout_ended_is_refused(fake):
     with pytest.raises(CaptureRefused) as refused:
         await loop.gateway.chat_completions(key, {"messages": [USER]})
     assert refused.value.status == 410
+
+
+async def test_a_hung_harness_is_ended_by_the_run_timeout_and_its_thread_let_go(fake):
+    async def hang(body):
+        await asyncio.sleep(30)
+
+    fake.route("env", "/bash", hang)  # the harness waits on an action that never answers
+    harness = Scripted(("bash", "sleep 1000"), ("model", [USER]))
+    task = asyncio.ensure_future(run(fake, harness))
+    await asyncio.sleep(0.5)
+    task.cancel()  # what the RUN stage's timeout does
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(harness.gateway) == 0  # its capture ended
+    for _ in range(50):  # its thread got the cancellation at once, not after the tool timeout
+        if harness.ended is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert isinstance(harness.ended, SandboxClosed)
