@@ -141,3 +141,21 @@ def test_a_tool_alias_plays_the_recorded_actions_under_another_stacks_tool_name(
     client = TestClient(create_app(ScriptedPolicy(ROWS, tool_aliases={"python": "execute_python"})))
     call = chat(client, start(ROWS[0]))["message"]["tool_calls"][0]["function"]
     assert call["name"] == "execute_python" and json.loads(call["arguments"])["code"]
+
+
+def test_a_task_wrapped_in_a_harness_prompt_is_found_and_submitted_as_the_prompt_says():
+    swe = [
+        json.loads(line)
+        for line in (Path(__file__).resolve().parents[3] / "resources_servers/swe/data/example.jsonl").open()
+    ]
+    policy = ScriptedPolicy(swe[:2])
+    task = swe[1]["responses_create_params"]["input"][-1]["content"]
+    wrapped = f"Please solve this issue: {task}\n\nSubmit with `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`."
+    steps = [policy.step_for(wrapped, turn, "gold") for turn in range(4)]
+    assert steps[0].tool_calls[0]["name"] == "bash" and "pytest" in steps[0].tool_calls[0]["arguments"]
+    assert "git apply" in steps[1].tool_calls[0]["arguments"]  # this task's own gold patch
+    assert steps[3].tool_calls == [
+        {"name": "bash", "arguments": '{"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"}'}
+    ]
+    unwrapped = policy.step_for(swe[1]["responses_create_params"]["input"][-1]["content"], 3, "gold")
+    assert unwrapped.tool_calls[0]["name"] == "submit"  # no instruction to follow: its own submit tool
