@@ -1,7 +1,7 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 """mini-swe-agent, unchanged, as the SWE environment's agent, on a real stack: ng_run serving the SWE
-resources server, the harness agent (resources_servers/swe/configs/swe_mini_swe_agent.yaml) and the
+resources server, the harness agent (responses_api_agents/prorl_agent/configs/swe_mini_swe_agent.yaml) and the
 model server in token-in/token-out mode with Qwen3's real tokenizer; ng_collect_rollouts collecting.
 The scripted policy (the stand-in for a GPU model) plays each task's recorded actions in the
 harness's own action format (its bash tool; its submission command, as its prompt says), so gold
@@ -29,7 +29,7 @@ except TokenizerNotFound as exc:  # make setup installs it; elsewhere the reason
 pytest.importorskip("minisweagent", reason="make setup installs mini-swe-agent (the harness's requirements.txt)")
 
 SWE = environment("swe")
-HARNESS_CONFIG = "resources_servers/swe/configs/swe_mini_swe_agent.yaml"
+HARNESS_CONFIG = "responses_api_agents/prorl_agent/configs/swe_mini_swe_agent.yaml"
 AGENT = "swe_mini_swe_agent"
 MODEL = "+policy_model.responses_api_models.balanced_vllm_model"
 TASKS = 2  # of the example's five
