@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nemo_gym.responses_converter import ResponsesConverter
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.pipeline.tokens import token_ids_contiguous
@@ -35,6 +35,8 @@ THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)  # a reasoning model's 
 
 class CaptureLimits(BaseModel):
     """Enforced whatever the harness does; a call past one is refused and ends the capture."""
+
+    model_config = ConfigDict(extra="forbid")
 
     max_calls: int = Field(100, ge=1)
     max_output_tokens: int | None = Field(None, ge=1)  # summed over calls
