@@ -203,7 +203,11 @@ async def test_output_flood_is_bounded(make):
     rss_before = _rss_bytes()
     for command in ("yes", "cat /dev/urandom"):
         result = await sb.bash(command, timeout=2)
-        assert result.timed_out and result.truncated and result.exit_code == 130, result.model_dump(exclude={"output"})
+        # Interrupted: by Ctrl-C (130), or by the SIGKILL it escalates to when the flood's tail is not read
+        # within the grace (137: a loaded machine, twice in this suite's full runs)
+        assert result.timed_out and result.truncated and result.exit_code in (130, 137), result.model_dump(
+            exclude={"output"}
+        )
         assert len(result.output.encode()) <= limit * 3 + 200  # U+FFFD may triple invalid bytes of urandom
         assert result.output_bytes > 10 * limit
         assert "output truncated" in result.output
