@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.pipeline.tokens import token_ids_contiguous
+from prorl_gym.tokens.template import text_of
 
 ID_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)  # a reasoning model's thinking, leading its text
@@ -85,14 +86,6 @@ def _tool_call_key(call: dict) -> tuple:
     return (call.get("id"), function.get("name"), function.get("arguments"))
 
 
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-
-
 def message_key(message: dict) -> str:
     """A message as far as the conversation goes: role, text, tool calls, the call it answers. Not its
     reasoning: clients move it out of the text (litellm: `reasoning_content`) or drop it when they send
@@ -100,7 +93,7 @@ def message_key(message: dict) -> str:
     whitespace, which some strip."""
     key = {
         "role": message.get("role"),
-        "content": THINK.sub("", _text(message.get("content"))).strip(),
+        "content": THINK.sub("", text_of(message.get("content"))).strip(),
         "tool_calls": [_tool_call_key(c) for c in message.get("tool_calls") or []],
         "tool_call_id": message.get("tool_call_id"),
     }

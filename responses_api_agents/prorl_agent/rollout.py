@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.pipeline.tokens import token_ids_contiguous
+from prorl_gym.tokens.template import text_of
 from prorl_gym.wire.failures import Failure, FailureType, RolloutFailure, Stage
 from prorl_gym.wire.records import (
     BRANCH_KEY,
@@ -393,8 +394,7 @@ def _task_text(params: NeMoGymResponseCreateParamsNonStreaming) -> str:
     for item in reversed(items):
         item = item if isinstance(item, dict) else item.model_dump()
         if item.get("role") == "user":
-            content = item.get("content")
-            return content if isinstance(content, str) else "".join(p.get("text", "") for p in content or [])
+            return text_of(item.get("content"))
     raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, "the row has no user message to give the harness")
 
 
