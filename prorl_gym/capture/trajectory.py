@@ -79,6 +79,7 @@ class CaptureRecord(BaseModel):
     policy_errors: list[str] = Field(default_factory=list)  # calls the model server failed (not recorded above)
     output_tokens: int = 0
     wall_s: float = 0.0
+    harness_output: str = ""  # what a harness run inside the sandbox printed (the tail), set by the RUN stage
 
 
 def _tool_call_key(call: dict) -> tuple:

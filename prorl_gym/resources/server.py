@@ -9,6 +9,7 @@ mapping, the tool routes, the verifier pool and the lifecycle:
     POST /seed_session  (INIT)  create the session's sandbox, stage the task
     GET  /tools                 the OpenAI function tools the policy may call, and which end a rollout
     POST /<tool>        (RUN)   run one tool call in the session's sandbox
+    POST /harness       (RUN)   or run an agent harness inside it (resources/harness.py)
     POST /verify        (EVAL)  score the final response, then close the sandbox
     POST /release               close the sandbox without scoring (failure paths)
 """
@@ -29,11 +30,12 @@ from nemo_gym.base_resources_server import (
     SimpleResourcesServer,
 )
 from nemo_gym.server_utils import SESSION_ID_KEY
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from prorl_gym.asgi import PlainASGIMiddleware
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.prometheus import ServerMetrics
+from prorl_gym.resources.harness import harness_env_binds, run_harness
 from prorl_gym.resources.sessions import SandboxSessions, UnknownSessionError
 from prorl_gym.resources.shared_init import SharedInit, default_init_key
 from prorl_gym.resources.snapshots import SnapshotStore, UnknownSnapshotError
@@ -50,6 +52,8 @@ from prorl_gym.wire.resources import (
     SNAPSHOT_KEY,
     CheckRowsRequest,
     CheckRowsResponse,
+    HarnessRunRequest,
+    HarnessRunResponse,
     ReleaseSnapshotsRequest,
     RowProblem,
     SeedSessionResponse,
@@ -77,6 +81,15 @@ class SandboxResourcesServerConfig(BaseResourcesServerConfig):
     share_init_ttl_s: float = 300.0  # a task's template is closed after this long without a new rollout
     share_init_max_templates: int = 64
     snapshot_ttl_s: float = 3600.0  # a snapshot (to branch rollouts from) not released by then is released
+    # Prepared environments of agent harnesses that run inside this server's sandboxes (POST /harness),
+    # by name (.venvs/harnesses/<name>): bound read-only into every sandbox.
+    harness_envs: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _bind_harness_envs(self) -> "SandboxResourcesServerConfig":
+        binds = [b for b in harness_env_binds(self.harness_envs) if b.src not in {x.src for x in self.sandbox.binds}]
+        self.sandbox = self.sandbox.model_copy(update={"binds": [*self.sandbox.binds, *binds]})
+        return self
 
 
 class SeedSessionRequest(BaseSeedSessionRequest):
@@ -188,6 +201,7 @@ class SandboxResourcesServer(PlainASGIMiddleware, SimpleResourcesServer):
         app.post("/release")(self.release)
         app.post("/snapshot")(self.snapshot)
         app.post("/snapshots/release")(self.release_snapshots)
+        app.post("/harness")(self.run_harness)
         app.get("/status")(self.status)
         app.post("/hosts/drain")(self.drain_host)
         for tool in self._tools:
@@ -356,6 +370,23 @@ class SandboxResourcesServer(PlainASGIMiddleware, SimpleResourcesServer):
 
     async def release_snapshots(self, body: ReleaseSnapshotsRequest) -> dict:
         return {"released": await self._sessions.snapshots.release(body.snapshot_ids)}
+
+    async def run_harness(self, request: Request, body: HarnessRunRequest):
+        """Run an agent harness inside the session's sandbox (resources/harness.py) until it exits or
+        its time is up; the environment's /verify grades the sandbox's state after, as for any agent."""
+        if body.harness_env not in self.config.harness_envs:
+            known = self.config.harness_envs or "none"
+            return error_response(422, "unknown_harness_env", f"{body.harness_env!r} is not bound here ({known})")
+        try:
+            sandbox = self._sessions.get(request.session[SESSION_ID_KEY])
+            result: HarnessRunResponse = await run_harness(sandbox, body)
+        except UnknownSessionError as exc:
+            return error_response(409, "unknown_session", str(exc))
+        except SandboxError as exc:
+            return error_response(503, sandbox_error_type(exc), str(exc))
+        except NotImplementedError as exc:
+            return error_response(501, "harness_unsupported", str(exc))
+        return result
 
     def _tool_route(self, tool: Tool):
         run = getattr(self, tool.run) if isinstance(tool.run, str) else tool.run

@@ -18,6 +18,7 @@ import contextlib
 import secrets
 import socket
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from prorl_gym.runtime.files import FileChannelError, SandboxFiles
 from prorl_gym.runtime.kernel import IPythonKernel, KernelError, PythonResult
@@ -181,6 +182,12 @@ class Sandbox(SandboxAPI, Forkable):
     def workspace(self) -> str:
         """Where the sandbox's tools start, as its processes see it (a host directory when unisolated)."""
         return self.placement.workspace
+
+    @property
+    def socket_dir(self) -> Path:
+        """A host directory its processes read at the same path (not write): where Unix sockets into
+        it are served (its kernel's; an in-sandbox harness's model socket, resources/harness.py)."""
+        return self.placement.socket_dir
 
     @property
     def own_pid_namespace(self) -> bool:

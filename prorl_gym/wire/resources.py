@@ -6,7 +6,7 @@
 from typing import Any
 
 from nemo_gym.base_resources_server import BaseSeedSessionResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 # In a tool's answer: the shell or kernel died during the call and a fresh one was started (its
 # state, and possibly the call's effect, is gone). The scripted policy does such a step again.
@@ -53,3 +53,27 @@ class CheckRowsResponse(BaseModel):
     batch with it before accepting it."""
 
     problems: list[RowProblem]
+
+
+class HarnessRunRequest(BaseModel):
+    """Run an agent harness inside the session's sandbox (POST /harness): a program of a prepared
+    environment bound read-only into every sandbox of the server (its `harness_envs`), pointed at the
+    rollout's capture endpoint through a Unix socket bound into the sandbox (it keeps no network)."""
+
+    model_config = ConfigDict(extra="forbid")
+    harness_env: str  # one of the server's harness_envs
+    # A shell command, run from `cwd` in a subshell of the sandbox's shell. It finds: $PRORL_HARNESS_ENV
+    # (the environment's directory), $PRORL_MODEL_URL (an OpenAI-compatible base URL on the sandbox's
+    # loopback: the capture endpoint), $PRORL_TASK_FILE (the task's text).
+    command: str = Field(min_length=1)
+    task: str
+    model_base_url: str = Field(pattern=r"^https?://")  # the rollout's capture endpoint, as the server reaches it
+    cwd: str | None = None  # default: the sandbox's workspace
+    timeout_s: float = Field(gt=0, le=7 * 24 * 3600)
+
+
+class HarnessRunResponse(BaseModel):
+    exit_code: int | None  # when it ran past timeout_s (timed_out): what the interrupt left, or None
+    timed_out: bool
+    output: str  # what it printed, stdout and stderr merged (head and tail, when long)
+    duration_s: float

@@ -58,6 +58,9 @@ log = logging.getLogger(__name__)
 
 class HarnessConfig(BaseModel):
     kind: str  # one of harnesses.KINDS
+    # agent: in this agent's process, acting through the environment's tools; sandbox: inside the rollout's
+    # sandbox, from a prepared environment the resources server binds there (its `harness_envs`)
+    placement: Literal["agent", "sandbox"] = "agent"
     settings: dict[str, Any] = Field(default_factory=dict)  # the harness's own (see its class)
 
 
@@ -134,7 +137,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
         self._metrics = AgentMetrics(self._jobs)
         self._capture = CaptureGateway(self._peers, c.model_server.name, c.limits.policy_call_timeout_s)
         if c.harness is not None:
-            harness = load_harness(c.harness.kind, c.harness.settings)
+            harness = load_harness(c.harness.kind, c.harness.settings, c.harness.placement)
             threads = self._harness_threads = ThreadPoolExecutor(c.max_run_workers, thread_name_prefix="harness")
             self._pipeline.harness_loop = lambda task, metadata, cookies: HarnessLoop(
                 harness=harness,

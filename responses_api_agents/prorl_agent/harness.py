@@ -3,20 +3,27 @@
 """The RUN stage when an existing agent harness drives the policy instead of this agent's loop.
 
 INIT and EVAL stay the environment's own (the task staged in the rollout's sandbox, the sandbox's
-final state graded). In between, the harness runs unchanged in the agent's process, in a thread of
-its own (harnesses are synchronous): its model calls go over HTTP to this agent's capture endpoint
-for the rollout (prorl_gym/capture), which forwards them to the model server and records their
-exact token ids; its actions run in the rollout's sandbox through the environment's tools (an
-adapter implements the harness's own environment interface over them: harnesses/).
+final state graded). In between, the harness runs unchanged, its model calls going over HTTP to
+this agent's capture endpoint for the rollout (prorl_gym/capture), which forwards them to the model
+server and records their exact token ids. It runs in one of two places:
+- in the agent's process (`Harness`), in a thread of its own (harnesses are synchronous): its
+  actions run in the rollout's sandbox through the environment's tools (an adapter implements the
+  harness's own environment interface over them: harnesses/);
+- inside the rollout's sandbox (`SandboxHarness`), acting on the workspace directly: the resources
+  server runs its command there (POST /harness, prorl_gym/resources/harness.py) with a model URL on
+  the sandbox's loopback that reaches the capture endpoint through a Unix socket and nothing else;
+  what it printed (the tail) is in the record.
 
 How it ends: the harness's own exit (submitted, its step limit, ...) is the stop reason and the
 sandbox is graded; a limit the capture enforces (calls, output tokens, wall time) stops it with
 the reason in the record, graded too; a policy call the model server failed is a policy_error
 (the infrastructure's: retried); a lost sandbox is sandbox_lost; anything else the harness raises
-is a harness_error (not retried, not scored) with its traceback's tail. A harness that hangs is
-ended by the RUN stage's timeout: its capture is closed and its actions in flight are cancelled,
-so a harness waiting on one ends at once and its next model call or action is refused (a thread
-cannot be killed: one spinning in its own code runs on until it calls out).
+is a harness_error (not retried, not scored) with its traceback's tail (in the sandbox: a non-zero
+exit, with what it printed). A harness that hangs is ended by the RUN stage's timeout: its capture
+is closed and its actions in flight are cancelled, so a harness waiting on one ends at once and its
+next model call or action is refused (a thread cannot be killed: one spinning in its own code runs
+on until it calls out; in the sandbox, it is stopped after max_run_time_s, and every process of the
+sandbox ends when the sandbox is released).
 """
 
 from __future__ import annotations
@@ -28,11 +35,16 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from prorl_gym.capture import CaptureGateway, CaptureLimits, CaptureRecord
 from prorl_gym.wire.failures import FailureType, RolloutFailure, Stage
+from prorl_gym.wire.resources import HarnessRunRequest, HarnessRunResponse
 from responses_api_agents.prorl_agent.loop import LOST_SANDBOX, LoopLimits, LoopStats
+
+UNLIMITED_RUN_S = 6 * 3600.0  # an in-sandbox harness without max_run_time_s: as long as a sandbox's lease
+SANDBOX_RUN_GRACE_S = 60.0  # beyond max_run_time_s: for the resources server to stop the harness and answer
+HARNESS_OUTPUT_KEPT = 8192  # characters of an in-sandbox harness's output kept in its record (the tail)
 
 
 class SandboxActions:
@@ -78,10 +90,32 @@ class HarnessExit:
     detail: str = ""
 
 
+@runtime_checkable
 class Harness(Protocol):
-    """An agent harness, run unchanged: `run` blocks (in a thread of its own) until the harness ends."""
+    """An agent harness run unchanged in the agent's process: `run` blocks (in a thread of its own)
+    until the harness ends."""
 
     def run(self, task: str, sandbox: SandboxActions, model_base_url: str) -> HarnessExit: ...
+
+
+@runtime_checkable
+class SandboxHarness(Protocol):
+    """An agent harness run unchanged inside the rollout's sandbox, from its prepared environment."""
+
+    env: str  # its prepared environment (.venvs/harnesses/<env>, in the resources server's harness_envs)
+    cwd: str | None  # where it starts (None: the sandbox's workspace)
+
+    def command(self) -> str:
+        """Its shell command: it finds $PRORL_HARNESS_ENV, $PRORL_MODEL_URL and $PRORL_TASK_FILE."""
+        ...
+
+    def exit_of(self, result: HarnessRunResponse) -> HarnessExit:
+        """How it ended, from what a run that exited 0 printed."""
+        ...
+
+
+class HarnessFailed(Exception):
+    """An in-sandbox harness exited non-zero."""
 
 
 @dataclass
@@ -102,6 +136,7 @@ class HarnessLoop:
     stats: LoopStats = field(default_factory=LoopStats)
     last_response: Any = None
     capture: CaptureRecord | None = None
+    harness_output: str = ""  # what an in-sandbox harness printed (its tail)
     on_turn: Any = None  # snapshots after each turn: not available to a harness's turns
 
     async def run(self) -> str:
@@ -115,16 +150,19 @@ class HarnessLoop:
         url = f"{self.agent_url}/capture/{key}/v1"
         crashed: BaseException | None = None
         try:
-            ended = await asyncio.get_running_loop().run_in_executor(
-                self.threads, self.harness.run, self.task, actions, url
-            )
+            if isinstance(self.harness, SandboxHarness):
+                ended = await self._run_in_sandbox(self.harness, url)
+            else:
+                ended = await asyncio.get_running_loop().run_in_executor(
+                    self.threads, self.harness.run, self.task, actions, url
+                )
         except RolloutFailure:
             raise  # the sandbox was lost under an action: typed where it happened
         except Exception as exc:  # noqa: BLE001 - what the harness raised is judged below, with its capture
             crashed, ended = exc, None
         finally:  # also on cancellation (the RUN timeout): the harness's next model call or action is refused
             actions.close()
-            self.capture = self.gateway.end(key)
+            self.capture = self.gateway.end(key).model_copy(update={"harness_output": self.harness_output})
             self._account(self.capture)
         if self.capture.stopped:  # a limit the service enforces: a graded attempt, as the built-in loop's limits
             return f"limit: {self.capture.stopped}"
@@ -132,9 +170,44 @@ class HarnessLoop:
             if self.capture.policy_errors:
                 message = f"a policy call of the harness failed: {self.capture.policy_errors[-1]}"
                 raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra=True) from crashed
+            if isinstance(crashed, HarnessFailed):
+                raise RolloutFailure(Stage.RUN, FailureType.HARNESS_ERROR, f"{crashed}\n{self.harness_output[-2000:]}")
             tail = "".join(traceback.format_exception(crashed))[-2000:]
             raise RolloutFailure(Stage.RUN, FailureType.HARNESS_ERROR, f"the harness raised {crashed!r}\n{tail}")
         return ended.status.lower() if not ended.detail else f"{ended.status.lower()}: {ended.detail[:200]}"
+
+    async def _run_in_sandbox(self, harness: SandboxHarness, url: str) -> HarnessExit:
+        """The harness's command, run by the resources server inside the sandbox until it exits or
+        max_run_time_s is up (then a graded attempt, as the built-in loop's time limit)."""
+        request = HarnessRunRequest(
+            harness_env=harness.env,
+            command=harness.command(),
+            task=self.task,
+            model_base_url=url,
+            cwd=harness.cwd,
+            timeout_s=self.limits.max_run_time_s or UNLIMITED_RUN_S,
+        )
+        async with asyncio.timeout(request.timeout_s + SANDBOX_RUN_GRACE_S):
+            response = await self.client.post(
+                server_name=self.resources_server,
+                url_path="/harness",
+                json=request.model_dump(),
+                cookies=self.resources_cookies,
+            )
+            payload = await response.read()
+        if response.status in LOST_SANDBOX:
+            message = f"the sandbox is lost under the harness ({response.status}): {payload[:1000]!r}"
+            raise RolloutFailure(Stage.RUN, FailureType.SANDBOX_LOST, message, infra=True)
+        if response.status != 200:  # a config error (unknown env: 422, a remote sandbox: 501) or the server's
+            message = f"running the harness in the sandbox failed ({response.status}): {payload[:1000]!r}"
+            raise RolloutFailure(Stage.RUN, FailureType.HARNESS_ERROR, message, infra=response.status >= 500)
+        result = HarnessRunResponse.model_validate_json(payload)
+        self.harness_output = result.output[-HARNESS_OUTPUT_KEPT:]
+        if result.timed_out:
+            return HarnessExit(status="limit", detail=f"the harness ran past max_run_time_s ({request.timeout_s:g}s)")
+        if result.exit_code != 0:
+            raise HarnessFailed(f"the harness exited with {result.exit_code} after {result.duration_s:.1f}s")
+        return harness.exit_of(result)
 
     async def _run_tool(self, name: str, arguments: dict) -> dict:
         started = time.perf_counter()

@@ -1,7 +1,8 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 """mini-swe-agent, unchanged, as the SWE environment's agent, on a real stack: ng_run serving the SWE
-resources server, the harness agent (responses_api_agents/prorl_agent/configs/swe_mini_swe_agent.yaml) and the
+resources server, the harness agents (responses_api_agents/prorl_agent/configs/swe_mini_swe_agent.yaml: in the
+agent's process; swe_mini_swe_agent_sandbox.yaml: its command line inside each rollout's sandbox) and the
 model server in token-in/token-out mode with Qwen3's real tokenizer; ng_collect_rollouts collecting.
 The scripted policy (the stand-in for a GPU model) plays each task's recorded actions in the
 harness's own action format (its bash tool; its submission command, as its prompt says), so gold
@@ -29,8 +30,8 @@ except TokenizerNotFound as exc:  # make setup installs it; elsewhere the reason
 pytest.importorskip("minisweagent", reason="make setup installs mini-swe-agent (the harness's requirements.txt)")
 
 SWE = environment("swe")
-HARNESS_CONFIG = "responses_api_agents/prorl_agent/configs/swe_mini_swe_agent.yaml"
-AGENT = "swe_mini_swe_agent"
+CONFIGS = "responses_api_agents/prorl_agent/configs"
+AGENTS = {"agent": "swe_mini_swe_agent", "sandbox": "swe_mini_swe_agent_sandbox"}  # placement -> agent
 MODEL = "+policy_model.responses_api_models.balanced_vllm_model"
 TASKS = 2  # of the example's five
 
@@ -40,12 +41,13 @@ def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("harness")
     sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-harness-", dir="/tmp"))  # reachable by the sandbox uid
     sandbox_root.chmod(0o711)
-    config_paths = [*SWE.config_paths()[:2], HARNESS_CONFIG, SWE.config_paths()[2]]
+    harness_configs = [f"{CONFIGS}/{agent}.yaml" for agent in AGENTS.values()]
+    config_paths = [*SWE.config_paths()[:2], *harness_configs, SWE.config_paths()[2]]
     overrides = [
         f"+{SWE.server_key}.sandbox.root_dir={sandbox_root}",
         f"{MODEL}.token_mode=tito",
         f"{MODEL}.tokenizer=qwen3",
-        f"+{AGENT}.responses_api_agents.prorl_agent.limits.policy_call_timeout_s=30",
+        *(f"+{agent}.responses_api_agents.prorl_agent.limits.policy_call_timeout_s=30" for agent in AGENTS.values()),
     ]
     with Stack(
         config_paths,
@@ -60,20 +62,29 @@ def stack(tmp_path_factory):
     shutil.rmtree(sandbox_root)
 
 
-@pytest.fixture(scope="module")
-def records(stack) -> dict[str, list[dict]]:
-    rows = []
+@pytest.fixture(scope="module", params=sorted(AGENTS))
+def records(request, stack) -> dict[str, list[dict]]:
+    agent, rows = AGENTS[request.param], []
     for mode in ("gold", "wrong"):
         for row in read_jsonl(SWE.example)[:TASKS]:
             row["responses_create_params"]["metadata"] = {"scripted_mode": mode}
             rows.append(row)
-    inputs, output = stack.tmp / "rows.jsonl", stack.tmp / "harness.jsonl"
+    inputs, output = stack.tmp / f"rows-{agent}.jsonl", stack.tmp / f"{agent}.jsonl"
     inputs.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    stack.collect(AGENT, inputs, output)
+    stack.collect(agent, inputs, output)
     by_mode: dict[str, list[dict]] = {}
     for record in collected_records(output):
         by_mode.setdefault(record["responses_create_params"]["metadata"]["scripted_mode"], []).append(record)
     return by_mode
+
+
+def test_the_harness_inside_the_sandbox_says_how_it_ended_in_the_record(request, records):
+    placement = request.node.callspec.params["records"]
+    outputs = [r["capture"]["harness_output"] for rs in records.values() for r in rs]
+    if placement == "sandbox":  # what its command line printed, last its own exit status (from its trajectory file)
+        assert all(o.rstrip().endswith("prorl-harness-exit-status: Submitted") for o in outputs), outputs
+    else:
+        assert outputs == [""] * len(outputs)
 
 
 def test_gold_in_the_harness_scores_one_and_wrong_scores_zero(records):

@@ -142,3 +142,84 @@ async def test_a_hung_harness_is_ended_by_the_run_timeout_and_its_thread_let_go(
             break
         await asyncio.sleep(0.05)
     assert isinstance(harness.ended, SandboxClosed)
+
+
+class InSandbox:
+    """A harness placed in the sandbox: the fake resources server's /harness plays its run."""
+
+    env, cwd = "mini_swe_agent", "/workspace"
+
+    def command(self) -> str:
+        return "mini ..."
+
+    def exit_of(self, result) -> HarnessExit:
+        return HarnessExit(result.output.splitlines()[-1])
+
+
+def harness_run(exit_code=0, timed_out=False, output="log\nSubmitted", calls=0):
+    """/harness: the harness makes `calls` model calls through the capture, then ends so."""
+
+    async def handle(body):
+        key = body["model_base_url"].rstrip("/").split("/")[-2]
+        for _ in range(calls):
+            await GATEWAYS[-1].chat_completions(key, {"messages": [USER]})
+        return {"exit_code": exit_code, "timed_out": timed_out, "output": output, "duration_s": 1.0}
+
+    return handle
+
+
+GATEWAYS: list[CaptureGateway] = []
+
+
+async def run_in_sandbox(fake, **limits) -> HarnessLoop:
+    gateway = CaptureGateway(fake, "model")
+    GATEWAYS.append(gateway)
+    loop = HarnessLoop(
+        harness=InSandbox(),
+        task="fix it",
+        metadata=None,
+        gateway=gateway,
+        agent_url="http://agent",
+        client=fake,
+        resources_server="env",
+        resources_cookies={},
+        limits=LoopLimits(**limits),
+        threads=ThreadPoolExecutor(1),
+    )
+    loop.stop_reason = await loop.run()
+    return loop
+
+
+async def test_in_the_sandbox_a_harness_is_run_by_the_resources_server_and_graded(fake):
+    fake.route("env", "/harness", harness_run(calls=2))
+    loop = await run_in_sandbox(fake, max_run_time_s=90)
+    assert loop.stop_reason == "submitted" and loop.stats.turns == 2
+    assert loop.capture.harness_output == "log\nSubmitted" and len(loop.gateway) == 0
+    (_, path, body, _) = next(c for c in fake.calls if c[1] == "/harness")
+    assert body["harness_env"] == "mini_swe_agent" and body["timeout_s"] == 90 and body["task"] == "fix it"
+    assert body["model_base_url"].startswith("http://agent/capture/") and body["model_base_url"].endswith("/v1")
+
+
+async def test_in_the_sandbox_a_harness_that_exits_nonzero_is_a_harness_error_with_its_output(fake):
+    fake.route("env", "/harness", harness_run(exit_code=1, output="Traceback ...\nValueError: bad config"))
+    with pytest.raises(RolloutFailure) as failed:
+        await run_in_sandbox(fake)
+    failure = failed.value.failure
+    assert failure.type == FailureType.HARNESS_ERROR and not failure.infra and "bad config" in failure.message
+
+
+async def test_in_the_sandbox_a_harness_past_its_time_is_a_graded_attempt(fake):
+    fake.route("env", "/harness", harness_run(exit_code=130, timed_out=True, calls=1))
+    loop = await run_in_sandbox(fake, max_run_time_s=5)
+    assert loop.stop_reason == "limit: the harness ran past max_run_time_s (5s)"
+
+
+async def test_in_the_sandbox_a_lost_sandbox_or_a_remote_one_is_typed(fake):
+    fake.route("env", "/harness", lambda body: FakeResponse(503, {"error": {"type": "sandbox_lost"}}))
+    with pytest.raises(RolloutFailure) as failed:
+        await run_in_sandbox(fake)
+    assert failed.value.failure.type == FailureType.SANDBOX_LOST and failed.value.failure.infra
+    fake.route("env", "/harness", lambda body: FakeResponse(501, {"error": {"type": "harness_unsupported"}}))
+    with pytest.raises(RolloutFailure) as failed:
+        await run_in_sandbox(fake)
+    assert failed.value.failure.type == FailureType.HARNESS_ERROR and "501" in failed.value.failure.message

@@ -1,10 +1,13 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""mini-swe-agent (PyPI `mini-swe-agent`), run unchanged: its DefaultAgent, its LitellmModel and its
-own config (`mini`, its default, unless one is named), with an Environment of ours in place of its local or
-Docker one: its three methods over the rollout's sandbox (`execute` runs the command through the
-environment's bash tool, each in a fresh subshell of the task's directory as mini-swe-agent's own
-environments do, and ends the run on its submission command).
+"""mini-swe-agent (PyPI `mini-swe-agent`), run unchanged, its DefaultAgent, its LitellmModel and its own
+config (`mini`, its default, unless one is named), in either place:
+- in the agent's process (MiniSweAgent), with an Environment of ours in place of its local or Docker
+  one: its three methods over the rollout's sandbox (`execute` runs the command through the
+  environment's bash tool, each in a fresh subshell of the task's directory as mini-swe-agent's own
+  environments do, and ends the run on its submission command);
+- inside the sandbox (MiniSweAgentCli): its own command line `mini` with its own LocalEnvironment,
+  from the prepared environment .venvs/harnesses/mini_swe_agent.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from prorl_gym.wire.resources import HarnessRunResponse
 from responses_api_agents.prorl_agent.harness import HarnessExit, SandboxActions
 
 # Before litellm is imported: no fetch of its price list (the cluster may have no internet), no
@@ -91,6 +95,60 @@ class MiniSweAgent:
         agent = DefaultAgent(LitellmModel(**model_settings), env, **agent_settings)
         info = agent.run(task)
         return HarnessExit(status=str(info.get("exit_status") or "ended"))
+
+
+# Its environment inside the sandbox: no first-run setup, its own files in /tmp (not the task's tree),
+# and what the in-process placement sets above.
+CLI_ENV = {
+    "MSWEA_CONFIGURED": "true",
+    "MSWEA_GLOBAL_CONFIG_DIR": "/tmp/.mini-swe-agent",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "MSWEA_SILENT_STARTUP": "1",
+    "MSWEA_COST_TRACKING": "ignore_errors",
+    "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1",
+}
+TRAJECTORY = "/tmp/.mini-swe-agent/run.traj.json"
+EXIT_LINE = "prorl-harness-exit-status:"
+
+
+class MiniSweAgentCli:
+    """mini-swe-agent's command line inside the sandbox. Settings as MiniSweAgent's. `-I`: the task's
+    PYTHONPATH (its repository, its test environment) stays the commands' and is not the harness's own."""
+
+    env = "mini_swe_agent"
+
+    def __init__(
+        self, config: str = "mini", cwd: str | None = "/workspace", step_limit: int = 0, model: str = "policy"
+    ):
+        self.config, self.cwd, self.step_limit, self.model = config, cwd, step_limit, model
+
+    def command(self) -> str:
+        specs = [
+            self.config,
+            "model.model_kwargs.api_base=$PRORL_MODEL_URL",
+            "model.model_kwargs.api_key=prorl-capture",
+            "model.cost_tracking=ignore_errors",
+            "agent.cost_limit=0",  # a self-hosted policy costs nothing: limits are the capture's
+            *([f"agent.step_limit={self.step_limit}"] if self.step_limit else []),
+        ]
+        python = '"$PRORL_HARNESS_ENV/bin/python" -I'
+        report = f"import json; print({EXIT_LINE!r}, json.load(open({TRAJECTORY!r}))['info']['exit_status'])"
+        return "\n".join(
+            [
+                "export " + " ".join(f"{k}={_quote(v)}" for k, v in CLI_ENV.items()),
+                f"{python} -m minisweagent.run.mini --yolo --exit-immediately --agent-class default "
+                f'-t "$(cat "$PRORL_TASK_FILE")" -m {_quote("openai/" + self.model)} '
+                + " ".join(f'-c "{spec}"' for spec in specs)
+                + f" -o {TRAJECTORY}",
+                "code=$?",
+                f"{python} -c {_quote(report)} 2>/dev/null",
+                "exit $code",
+            ]
+        )
+
+    def exit_of(self, result: HarnessRunResponse) -> HarnessExit:
+        lines = [line for line in result.output.splitlines() if line.startswith(EXIT_LINE)]
+        return HarnessExit(status=lines[-1].removeprefix(EXIT_LINE).strip() if lines else "ended")
 
 
 def _quote(value: str) -> str:
