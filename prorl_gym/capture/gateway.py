@@ -3,7 +3,9 @@
 """Capture endpoints: an OpenAI-compatible base URL per rollout that a harness is pointed at.
 
     POST /capture                          open one (body: CaptureLimits) -> {key, base_path}
-    POST /capture/{key}/v1/chat/completions  the harness's calls: forwarded, captured
+    POST /capture/{key}/v1/chat/completions  the harness's calls: forwarded, captured; as well
+    POST /capture/{key}/v1/responses         in the Responses API,
+    POST /capture/{key}/v1/messages          or Anthropic Messages (protocols.py)
     GET  /capture/{key}                    the record so far
     POST /capture/{key}/end                end it (later calls: 410) -> the record
 
@@ -25,7 +27,9 @@ from typing import Any
 import aiohttp
 import orjson
 from fastapi import APIRouter, Body, HTTPException, Request, Response
+from fastapi.responses import StreamingResponse
 
+from prorl_gym.capture.protocols import CHAT, PROTOCOLS, InvalidCall, WireProtocol
 from prorl_gym.capture.trajectory import CaptureLimits, CaptureRecord, CaptureRefused, Trajectory
 
 ENDED_KEPT = 10_000  # ended captures remembered, so a late call is told 410 rather than 404
@@ -70,8 +74,8 @@ class CaptureGateway:
             self._ended.popitem(last=False)
         return record
 
-    async def chat_completions(self, key: str, body: dict) -> tuple[int, dict]:
-        """One call of the harness: (status, body to answer with)."""
+    async def chat_completions(self, key: str, body: dict, protocol: str = CHAT.name) -> tuple[int, dict]:
+        """One call of the harness, as a chat completion request: (status, body to answer with)."""
         if key not in self._open:
             if key in self._ended:
                 raise CaptureRefused("this rollout has ended: its capture takes no more calls", 410)
@@ -102,7 +106,43 @@ class CaptureGateway:
             return response.status, answer
         if key not in self._open:  # ended while the call ran: the rollout is over, its answer is dropped
             raise CaptureRefused("this rollout ended while the call ran", 410)
-        return 200, trajectory.add(forwarded, extends, answer, time.perf_counter() - started)
+        return 200, trajectory.add(forwarded, extends, answer, time.perf_counter() - started, protocol)
+
+    def _route(self, protocol: WireProtocol):
+        async def call(key: str, request: Request) -> Response:
+            try:  # orjson both ways, no model: this route is on every policy call of a harness
+                body = orjson.loads(await request.body())
+            except orjson.JSONDecodeError as exc:
+                return self._error(protocol, 400, "invalid_request", f"the request body is not JSON: {exc}")
+            if not isinstance(body, dict):
+                return self._error(protocol, 422, "invalid_request", "the request body must be a JSON object")
+            if body.get("stream") and not protocol.streams:
+                return self._error(
+                    protocol, 400, "invalid_request", "streaming is not supported here: set stream=false"
+                )
+            try:
+                chat = protocol.to_chat(body)
+                status, answer = await self.chat_completions(key, chat, protocol.name)
+            except InvalidCall as exc:
+                return self._error(protocol, exc.status, "invalid_request", exc.reason)
+            except CaptureRefused as exc:
+                return self._error(protocol, exc.status, "capture_refused", exc.reason)
+            if status != 200:
+                if protocol is CHAT:
+                    return Response(orjson.dumps(answer), status_code=status, media_type="application/json")
+                return self._error(protocol, status, "model_server_error", str(answer.get("error") or answer)[:2000])
+            answer = protocol.from_chat(answer, body)
+            if body.get("stream"):
+                return StreamingResponse(iter(list(protocol.sse(answer))), media_type="text/event-stream")
+            return Response(orjson.dumps(answer), media_type="application/json")
+
+        call.__name__ = f"capture_{protocol.name}"
+        return call
+
+    @staticmethod
+    def _error(protocol: WireProtocol, status: int, type_: str, message: str) -> Response:
+        body = orjson.dumps(protocol.error(status, type_, message))
+        return Response(body, status_code=status, media_type="application/json")
 
     def router(self) -> APIRouter:
         router = APIRouter()
@@ -126,20 +166,7 @@ class CaptureGateway:
             except KeyError:
                 raise HTTPException(404, "no such capture") from None
 
-        @router.post("/capture/{key}/v1/chat/completions")
-        async def chat_completions(key: str, request: Request) -> Response:
-            try:  # orjson both ways, no model: this route is on every policy call of a harness
-                body = orjson.loads(await request.body())
-            except orjson.JSONDecodeError as exc:
-                raise HTTPException(400, f"the request body is not JSON: {exc}") from None
-            if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
-                raise HTTPException(422, "a chat completion request needs a non-empty `messages` list")
-            if body.get("stream"):
-                raise HTTPException(400, "streaming is not supported by the capture endpoint: set stream=false")
-            try:
-                status, answer = await self.chat_completions(key, body)
-            except CaptureRefused as exc:
-                status, answer = exc.status, {"error": {"message": exc.reason, "type": "capture_refused"}}
-            return Response(orjson.dumps(answer), status_code=status, media_type="application/json")
+        for protocol in PROTOCOLS.values():
+            router.add_api_route(f"/capture/{{key}}/v1/{protocol.path}", self._route(protocol), methods=["POST"])
 
         return router

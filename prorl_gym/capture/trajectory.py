@@ -56,7 +56,8 @@ class CapturedCall(BaseModel):
     index: int
     segment: int
     extends: int | None  # the call whose reply this call's history continues, ids re-attached
-    messages: list[dict[str, Any]]  # as the harness sent them
+    protocol: str = "chat_completions"  # what the harness spoke (capture/protocols.py)
+    messages: list[dict[str, Any]]  # as the harness sent them (as chat messages, whatever it spoke)
     params: dict[str, Any]  # the rest of its request: sampling parameters, tools, ...
     reply: dict[str, Any]  # the assistant message the model server answered, ids included
     finish_reason: str | None = None
@@ -84,7 +85,12 @@ class CaptureRecord(BaseModel):
 
 def _tool_call_key(call: dict) -> tuple:
     function = call.get("function") or {}
-    return (call.get("id"), function.get("name"), function.get("arguments"))
+    arguments = function.get("arguments")
+    try:  # as a value: a protocol that carries them as an object (Anthropic's tool_use input) re-serialises them
+        arguments = json.dumps(json.loads(arguments), sort_keys=True)
+    except (TypeError, ValueError):
+        pass
+    return (call.get("id"), function.get("name"), arguments)
 
 
 def message_key(message: dict) -> str:
@@ -145,14 +151,17 @@ class Trajectory:
         for call in reversed(self._calls):
             n = len(call.keys)
             if len(keys) > n and keys[:n] == call.keys and keys[n] == call.reply_key:
-                messages[n] = {**messages[n], **_ids(call.record.reply)}
+                messages = [_without_ids(m) for m in messages]  # only ids the model produced, and only here
+                messages[n] |= _ids(call.record.reply)
                 return self._with_metadata({**body, "messages": messages}), call.record.index
         return self._with_metadata({**body, "messages": [_without_ids(m) for m in messages]}), None
 
     def _with_metadata(self, body: dict) -> dict:
         return body if not self.metadata or body.get("metadata") else {**body, "metadata": self.metadata}
 
-    def add(self, body: dict, extends: int | None, completion: dict, latency_s: float) -> dict:
+    def add(
+        self, body: dict, extends: int | None, completion: dict, latency_s: float, protocol: str = "chat_completions"
+    ) -> dict:
         """Record a forwarded call and its completion; the completion as the harness gets it (no ids)."""
         choice = (completion.get("choices") or [{}])[0]
         reply = dict(choice.get("message") or {})
@@ -172,6 +181,7 @@ class Trajectory:
             index=index,
             segment=segment,
             extends=extends,
+            protocol=protocol,
             messages=messages,
             params=params,
             reply=reply,

@@ -32,7 +32,8 @@ from prorl_gym.sandbox.spec import Bind
 from prorl_gym.wire.resources import HarnessRunRequest, HarnessRunResponse
 
 HARNESS_ENVS_DIR = REPO_ROOT / ".venvs" / "harnesses"
-MODEL_PATHS = frozenset({"chat/completions"})  # under /v1: what a harness may call
+# under /v1: what a harness may call (the capture's protocols: chat completions, Responses, Anthropic Messages)
+MODEL_PATHS = frozenset({"chat/completions", "responses", "messages"})
 MAX_BODY_BYTES = 64 << 20
 FORWARDER = Path(__file__).with_name("loopback_forward.py")
 

@@ -196,3 +196,110 @@ async def test_the_output_token_limit(stack):
     with pytest.raises(PermissionDeniedError, match="tokens, its limit"):
         await harness(client, row_for(None))
     assert gateway.end(key).output_tokens > 1
+
+
+RESPONSES_TOOLS = [{"type": "function", **TOOLS[0]["function"]}]
+ANTHROPIC_TOOLS = [
+    {"name": "python", "description": "run code", "input_schema": TOOLS[0]["function"]["parameters"]},
+]
+
+
+async def responses_harness(client: AsyncOpenAI, row: dict) -> list[dict]:
+    """An OpenAI-SDK agent on the Responses API (stateless: it sends its whole input every call)."""
+    items = [dict(m) for m in row["responses_create_params"]["input"]]
+    for _ in range(4):
+        response = await client.responses.create(model="policy", input=items, tools=RESPONSES_TOOLS, store=False)
+        output = [o.model_dump(exclude_none=True) for o in response.output]
+        assert not [o for o in output if "generation_token_ids" in o]  # the harness never sees ids
+        items += output
+        calls = [o for o in output if o["type"] == "function_call"]
+        if not calls:
+            return items
+        items += [{"type": "function_call_output", "call_id": c["call_id"], "output": "42"} for c in calls]
+    raise AssertionError("the scripted policy never answered")
+
+
+async def anthropic_harness(url: str, key: str, row: dict, stream: bool = False) -> list[dict]:
+    """An Anthropic-SDK agent on the Messages API (as Claude Code speaks it, streamed or not)."""
+    from anthropic import AsyncAnthropic
+
+    client = AsyncAnthropic(base_url=f"{url}/capture/{key}", api_key="unused", max_retries=0)
+    given = row["responses_create_params"]["input"]
+    system = "\n".join(m["content"] for m in given if m["role"] == "system")
+    messages = [{"role": m["role"], "content": m["content"]} for m in given if m["role"] != "system"]
+    for _ in range(4):
+        request = dict(model="policy", max_tokens=2048, system=system, messages=messages, tools=ANTHROPIC_TOOLS)
+        if stream:
+            async with client.messages.stream(**request) as events:
+                message = await events.get_final_message()
+        else:
+            message = await client.messages.create(**request)
+        content = [b.model_dump(exclude_none=True) for b in message.content]
+        messages.append({"role": "assistant", "content": content})
+        uses = [b for b in content if b["type"] == "tool_use"]
+        if not uses:
+            assert message.stop_reason == "end_turn"
+            return messages
+        assert message.stop_reason == "tool_use"
+        messages.append(
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": b["id"], "content": "42"} for b in uses],
+            }
+        )
+    raise AssertionError("the scripted policy never answered")
+
+
+@pytest.mark.parametrize("protocol", ["responses", "anthropic_messages", "anthropic_messages_streamed"])
+@pytest.mark.parametrize("case", [None, *DRIFT_CASES[:2]])
+async def test_a_harness_on_another_protocol_gets_the_same_exact_trajectory(stack, protocol, case):
+    gateway, url, policy = stack
+    key, client = await open_capture(url)
+    if protocol == "responses":
+        await responses_harness(client, row_for(case))
+    else:
+        await anthropic_harness(url, key, row_for(case), stream=protocol.endswith("streamed"))
+    record = gateway.end(key)
+    assert [c.protocol for c in record.calls] == [protocol.removesuffix("_streamed")] * 2
+    assert [c.extends for c in record.calls] == [None, 0]
+    (segment,) = record.segments
+    assert segment.token_ids_contiguous is True, (protocol, case)
+    generated = [[int(t) for t in o["generation_token_ids"]] for o in segment.output if "generation_token_ids" in o]
+    assert generated == (await sampled(policy))[-2:]  # what the policy sampled, never a re-encoding
+
+
+async def test_ids_a_harness_sends_never_reach_the_model(stack):
+    gateway, url, policy = stack
+    key, client = await open_capture(url)
+    row = row_for(None)
+    messages = [dict(m) for m in row["responses_create_params"]["input"]]
+    first = await client.chat.completions.create(model="policy", messages=messages, tools=TOOLS)
+    reply = first.choices[0].message.model_dump(exclude_none=True)
+    forged = {"prompt_token_ids": [1, 2, 3], "generation_token_ids": [4], "generation_log_probs": [0.0]}
+    messages += [reply | forged]  # the real reply, with forged ids
+    messages += [{"role": "tool", "tool_call_id": c["id"], "content": "42"} for c in reply["tool_calls"]]
+    messages += [{"role": "assistant", "content": "an answer it never generated", **forged}]
+    messages += [{"role": "user", "content": "go on"}]
+    await client.chat.completions.create(model="policy", messages=messages, tools=TOOLS)
+    record = gateway.end(key)
+    assert [c.extends for c in record.calls] == [None, 0]
+    ids = [o.get("generation_token_ids") for s in record.segments for o in s.output]
+    assert [4] not in ids and not [m for c in record.calls for m in c.messages if "prompt_token_ids" in m]
+
+
+async def test_a_malformed_call_in_any_protocol_is_a_4xx_with_the_reason(stack):
+    gateway, url, _ = stack
+    key, _ = await open_capture(url)
+    async with aiohttp.ClientSession() as http:
+        for path, body, status in [
+            ("chat/completions", {"messages": []}, 422),
+            ("responses", {"input": [{"type": "no_such_item"}]}, 422),
+            ("responses", {"input": "hi", "previous_response_id": "resp_1"}, 400),
+            ("responses", {"input": "hi", "stream": True}, 400),
+            ("messages", {"max_tokens": 5}, 422),
+        ]:
+            async with http.post(f"{url}/capture/{key}/v1/{path}", json=body) as r:
+                assert r.status == status, (path, body, await r.text())
+                error = (await r.json())["error"]
+                assert error["message"] and ("type" in error)
+    assert gateway.end(key).calls == []

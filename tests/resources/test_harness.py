@@ -64,7 +64,7 @@ def call(method, path, body=None):
         return e.code, None
 out["chat"] = call("POST", "/chat/completions", {"model": "policy", "messages": [{"role": "user", "content": "hi"}]})
 out["get"] = call("GET", "/models")[0]
-out["responses"] = call("POST", "/responses", {"input": "hi"})[0]
+out["embeddings"] = call("POST", "/embeddings", {"input": "hi"})[0]
 out["traverse"] = call("POST", "/../../../capture/other/end", {})[0]
 out["encoded"] = call("POST", "/chat%2F..%2F..%2Fend", {})[0]
 def reach(family, address):
@@ -103,7 +103,7 @@ async def test_the_model_socket_passes_openai_calls_to_the_capture_and_nothing_e
         200,
         {"choices": [{"message": {"role": "assistant", "content": "hello from the policy"}}]},
     ]
-    assert [probe[k] for k in ("get", "responses", "traverse", "encoded")] == [405, 404, 404, 404]
+    assert [probe[k] for k in ("get", "embeddings", "traverse", "encoded")] == [405, 404, 404, 404]
     assert probe["host_tcp"] == "ConnectionRefusedError"  # the sandbox's loopback is its own
     assert probe["internet"] == "OSError"  # no route: the sandbox has no network (ENETUNREACH)
     assert probe["host_abstract_unix"] == "ConnectionRefusedError"  # nor the host's abstract sockets

@@ -1,0 +1,155 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""The wire protocols a harness may speak to its capture endpoint: OpenAI chat completions, the
+OpenAI Responses API and Anthropic Messages. Each call is mapped onto a chat completion request,
+which the capture forwards and records (trajectory.py: the ids, what a call extends), and the answer
+mapped back, with NeMo Gym's own converters (the ones its model servers use), so a call recorded
+from any of them reads the same. Ids a harness sends never reach the model server: the capture puts
+back the ones the model produced.
+
+Streaming: an Anthropic client's `stream: true` is answered with the event stream of the complete
+answer (the capture needs the whole reply first); the OpenAI protocols refuse it (400).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from nemo_gym.anthropic_converter import AnthropicConverter
+from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming, NeMoGymResponseUsage
+from nemo_gym.responses_converter import ResponsesConverter
+from pydantic import ValidationError
+
+from prorl_gym.errors import ProrlError
+
+# No ids in or out: the harness's are dropped (trajectory.py attaches the model's); the answer has none.
+_RESPONSES = ResponsesConverter(return_token_id_information=False)
+_ANTHROPIC = AnthropicConverter()
+
+
+class InvalidCall(ProrlError):
+    """A request the protocol cannot take (a 4xx with the reason)."""
+
+    def __init__(self, reason: str, status: int = 422):
+        super().__init__(reason)
+        self.reason, self.status = reason, status
+
+
+@dataclass(frozen=True)
+class WireProtocol:
+    name: str  # as the record names it
+    path: str  # under the capture's base URL (…/capture/{key}/v1)
+    to_chat: Callable[[dict], dict]  # its request as a chat completion request; InvalidCall if it is not one
+    from_chat: Callable[[dict, dict], dict]  # (chat completion, its request) -> its answer
+    error: Callable[[int, str, str], dict]  # (status, type, message) -> its error body
+    streams: bool = False  # answers `stream: true` (with sse() of the complete answer)
+    sse: Callable[[dict], Iterator[str]] | None = None
+
+
+def _openai_error(status: int, type_: str, message: str) -> dict:
+    return {"error": {"message": message, "type": type_, "code": status}}
+
+
+# ---------------------------------------------------------------- chat completions
+
+
+def _chat_to_chat(body: dict) -> dict:
+    if not isinstance(body.get("messages"), list) or not body["messages"]:
+        raise InvalidCall("a chat completion request needs a non-empty `messages` list")
+    return body
+
+
+# ---------------------------------------------------------------- Responses API
+
+
+def _responses_to_chat(body: dict) -> dict:
+    if body.get("previous_response_id"):
+        raise InvalidCall("previous_response_id is not supported: send the whole input (store=false)", 400)
+    body = {k: v for k, v in body.items() if k != "stream"}
+    if isinstance(body.get("tools"), list):  # `strict` may be left out (OpenAI's API takes that); the model wants it
+        body["tools"] = [t | {"strict": t.get("strict")} if _is_function(t) else t for t in body["tools"]]
+    try:
+        params = NeMoGymResponseCreateParamsNonStreaming.model_validate(body)
+        return _RESPONSES.responses_to_chat_completion_create_params(params).model_dump(exclude_unset=True)
+    except (ValidationError, NotImplementedError, KeyError, TypeError) as exc:
+        raise InvalidCall(f"not a Responses API request this endpoint can take: {_reason(exc)}") from None
+
+
+def _is_function(tool: object) -> bool:
+    return isinstance(tool, dict) and tool.get("type") == "function"
+
+
+def _reason(exc: Exception) -> str:
+    """The first few of a validation's errors (a union's are many), else the exception."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _chat_to_response(completion: dict, request: dict) -> dict:
+    choice = (completion.get("choices") or [{}])[0]
+    output = [item.model_dump() for item in _RESPONSES.postprocess_assistant_message_dict(choice.get("message") or {})]
+    usage = completion.get("usage") or {}
+    prompt_tokens, completion_tokens = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
+    reason = {"length": "max_output_tokens", "content_filter": "content_filter"}.get(choice.get("finish_reason"))
+    response = NeMoGymResponse(
+        id=f"resp_{uuid.uuid4().hex}",
+        created_at=int(time.time()),
+        model=str(request.get("model") or completion.get("model") or ""),
+        object="response",
+        output=output,
+        tool_choice=request.get("tool_choice") or "auto",
+        parallel_tool_calls=request.get("parallel_tool_calls", True),
+        tools=request.get("tools") or [],
+        instructions=request.get("instructions"),
+        metadata=request.get("metadata"),
+        incomplete_details={"reason": reason} if reason else None,
+        usage=NeMoGymResponseUsage(
+            input_tokens=prompt_tokens,
+            input_tokens_details={"cached_tokens": 0},
+            output_tokens=completion_tokens,
+            output_tokens_details={"reasoning_tokens": 0},
+            total_tokens=prompt_tokens + completion_tokens,
+        ),
+    )
+    return response.model_dump(mode="json", exclude_none=True)
+
+
+# ---------------------------------------------------------------- Anthropic Messages
+
+
+def _messages_to_chat(body: dict) -> dict:
+    if not isinstance(body.get("messages"), list) or not body["messages"]:
+        raise InvalidCall("a Messages request needs a non-empty `messages` list")
+    try:
+        params = _ANTHROPIC.anthropic_request_to_responses(body)
+        return _RESPONSES.responses_to_chat_completion_create_params(params).model_dump(exclude_unset=True)
+    except (ValidationError, NotImplementedError, KeyError, TypeError, ValueError) as exc:
+        raise InvalidCall(f"not a Messages request this endpoint can take: {_reason(exc)}") from None
+
+
+def _chat_to_message(completion: dict, request: dict) -> dict:
+    response = NeMoGymResponse.model_validate(_chat_to_response(completion, {}))
+    return _ANTHROPIC.responses_to_anthropic_response(response, str(request.get("model") or ""))
+
+
+def _anthropic_error(status: int, type_: str, message: str) -> dict:
+    kinds = {400: "invalid_request_error", 403: "permission_error", 404: "not_found_error", 413: "request_too_large"}
+    return {"type": "error", "error": {"type": kinds.get(status, "api_error"), "message": f"{type_}: {message}"}}
+
+
+CHAT = WireProtocol("chat_completions", "chat/completions", _chat_to_chat, lambda c, _: c, _openai_error)
+RESPONSES = WireProtocol("responses", "responses", _responses_to_chat, _chat_to_response, _openai_error)
+MESSAGES = WireProtocol(
+    "anthropic_messages",
+    "messages",
+    _messages_to_chat,
+    _chat_to_message,
+    _anthropic_error,
+    streams=True,
+    sse=_ANTHROPIC.anthropic_response_to_sse,
+)
+PROTOCOLS = {p.path: p for p in (CHAT, RESPONSES, MESSAGES)}
