@@ -72,10 +72,18 @@ def _responses_to_chat(body: dict) -> dict:
     if isinstance(body.get("tools"), list):  # `strict` may be left out (OpenAI's API takes that); the model wants it
         body["tools"] = [t | {"strict": t.get("strict")} if _is_function(t) else t for t in body["tools"]]
     try:
-        params = NeMoGymResponseCreateParamsNonStreaming.model_validate(body)
-        return _RESPONSES.responses_to_chat_completion_create_params(params).model_dump(exclude_unset=True)
+        return _as_chat(NeMoGymResponseCreateParamsNonStreaming.model_validate(body))
     except (ValidationError, NotImplementedError, KeyError, TypeError) as exc:
         raise InvalidCall(f"not a Responses API request this endpoint can take: {_reason(exc)}") from None
+
+
+def _as_chat(params: NeMoGymResponseCreateParamsNonStreaming) -> dict:
+    """Responses create params as a chat completion request; the converter leaves `instructions` out:
+    they lead the conversation as its system message, as a Responses model server renders them."""
+    chat = _RESPONSES.responses_to_chat_completion_create_params(params).model_dump(exclude_unset=True)
+    if params.instructions:
+        chat["messages"] = [{"role": "system", "content": params.instructions}, *chat["messages"]]
+    return chat
 
 
 def _is_function(tool: object) -> bool:
@@ -125,8 +133,7 @@ def _messages_to_chat(body: dict) -> dict:
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise InvalidCall("a Messages request needs a non-empty `messages` list")
     try:
-        params = _ANTHROPIC.anthropic_request_to_responses(body)
-        return _RESPONSES.responses_to_chat_completion_create_params(params).model_dump(exclude_unset=True)
+        return _as_chat(_ANTHROPIC.anthropic_request_to_responses(body))
     except (ValidationError, NotImplementedError, KeyError, TypeError, ValueError) as exc:
         raise InvalidCall(f"not a Messages request this endpoint can take: {_reason(exc)}") from None
 

@@ -206,9 +206,13 @@ ANTHROPIC_TOOLS = [
 
 async def responses_harness(client: AsyncOpenAI, row: dict) -> list[dict]:
     """An OpenAI-SDK agent on the Responses API (stateless: it sends its whole input every call)."""
-    items = [dict(m) for m in row["responses_create_params"]["input"]]
+    given = row["responses_create_params"]["input"]
+    instructions = "\n".join(m["content"] for m in given if m["role"] == "system")
+    items = [dict(m) for m in given if m["role"] != "system"]
     for _ in range(4):
-        response = await client.responses.create(model="policy", input=items, tools=RESPONSES_TOOLS, store=False)
+        response = await client.responses.create(
+            model="policy", instructions=instructions, input=items, tools=RESPONSES_TOOLS, store=False
+        )
         output = [o.model_dump(exclude_none=True) for o in response.output]
         assert not [o for o in output if "generation_token_ids" in o]  # the harness never sees ids
         items += output
@@ -261,6 +265,7 @@ async def test_a_harness_on_another_protocol_gets_the_same_exact_trajectory(stac
         await anthropic_harness(url, key, row_for(case), stream=protocol.endswith("streamed"))
     record = gateway.end(key)
     assert [c.protocol for c in record.calls] == [protocol.removesuffix("_streamed")] * 2
+    assert record.calls[0].messages[:2] == row_for(case)["responses_create_params"]["input"][:2]  # system, user
     assert [c.extends for c in record.calls] == [None, 0]
     (segment,) = record.segments
     assert segment.token_ids_contiguous is True, (protocol, case)
