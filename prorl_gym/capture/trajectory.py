@@ -153,11 +153,20 @@ class Trajectory:
             if len(keys) > n and keys[:n] == call.keys and keys[n] == call.reply_key:
                 messages = [_without_ids(m) for m in messages]  # only ids the model produced, and only here
                 messages[n] |= _ids(call.record.reply)
-                return self._with_metadata({**body, "messages": messages}), call.record.index
-        return self._with_metadata({**body, "messages": [_without_ids(m) for m in messages]}), None
+                return self._forwarded({**body, "messages": messages}), call.record.index
+        return self._forwarded({**body, "messages": [_without_ids(m) for m in messages]}), None
 
-    def _with_metadata(self, body: dict) -> dict:
-        return body if not self.metadata or body.get("metadata") else {**body, "metadata": self.metadata}
+    def _forwarded(self, body: dict) -> dict:
+        """The rollout's metadata on a call that has none; a call's output capped at what is left of
+        max_output_tokens (a harness asking for more than that, or for its model's whole context, is
+        cut there rather than refused after)."""
+        if self.metadata and not body.get("metadata"):
+            body = {**body, "metadata": self.metadata}
+        if self.limits.max_output_tokens:
+            left = self.limits.max_output_tokens - self.output_tokens
+            asked = body.pop("max_completion_tokens", None) or body.get("max_tokens") or left
+            body["max_tokens"] = min(left, asked)
+        return body
 
     def add(
         self, body: dict, extends: int | None, completion: dict, latency_s: float, protocol: str = "chat_completions"

@@ -61,13 +61,13 @@ def harness_env_binds(names: list[str]) -> list[Bind]:
     binds: list[Bind] = []
     for name in names:
         directory = harness_env_dir(name)
-        python = directory / "bin" / "python"
-        if not python.exists():
+        if not (directory / ".prorl-installed").exists():
             raise UnknownHarnessEnv(
                 f"harness environment {name!r} is not built ({directory}): `make setup` builds one per "
-                "responses_api_agents/prorl_agent/harnesses/<name>/requirements.txt"
+                "responses_api_agents/prorl_agent/harnesses/<name>/ (requirements.txt or package.json)"
             )
-        binds += [Bind(src=path) for path in [str(directory), *python_dirs(str(python))]]
+        python = directory / "bin" / "python"  # a Python environment runs on an interpreter outside it
+        binds += [Bind(src=path) for path in [str(directory), *(python_dirs(str(python)) if python.exists() else [])]]
     return list({b.src: b for b in binds}.values())
 
 

@@ -193,9 +193,12 @@ async def test_the_call_limit_stops_the_harness_and_the_record_says_why(stack):
 async def test_the_output_token_limit(stack):
     gateway, url, _ = stack
     key, client = await open_capture(url, max_output_tokens=1)
-    with pytest.raises(PermissionDeniedError, match="tokens, its limit"):
-        await harness(client, row_for(None))
-    assert gateway.end(key).output_tokens > 1
+    messages = [dict(m) for m in row_for(None)["responses_create_params"]["input"]]
+    first = await client.chat.completions.create(model="policy", messages=messages, max_tokens=1000)
+    assert first.choices[0].finish_reason == "length"  # asked for 1000, cut at what the rollout had left
+    with pytest.raises(PermissionDeniedError, match="1 tokens, its limit"):
+        await client.chat.completions.create(model="policy", messages=messages)
+    assert gateway.end(key).output_tokens == 1
 
 
 RESPONSES_TOOLS = [{"type": "function", **TOOLS[0]["function"]}]

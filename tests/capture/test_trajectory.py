@@ -96,3 +96,15 @@ async def test_the_gateway_keeps_a_bounded_number_of_captures(monkeypatch):
     with pytest.raises(CaptureRefused) as refused:
         await gateway.chat_completions(keys[0], {"messages": [USER]})
     assert refused.value.status == 410
+
+
+def test_a_call_asks_for_no_more_output_than_the_rollout_has_left():
+    t = Trajectory(CaptureLimits(max_output_tokens=10))
+    body, _ = t.prepare({"messages": [USER], "max_tokens": 128_000})  # Claude Code asks for 32k-128k
+    assert body["max_tokens"] == 10
+    call(t, [USER], completion("4", [1], [2, 3, 4]))
+    body, _ = t.prepare({"messages": [USER], "max_completion_tokens": 5})
+    assert body["max_tokens"] == 5 and "max_completion_tokens" not in body
+    body, _ = t.prepare({"messages": [USER]})
+    assert body["max_tokens"] == 7  # 10 less the 3 generated
+    assert "max_tokens" not in Trajectory().prepare({"messages": [USER]})[0]  # no limit: as the harness asked

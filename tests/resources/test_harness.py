@@ -148,7 +148,7 @@ def test_an_environment_that_is_not_built_is_named():
 
 
 def test_a_built_environment_is_bound_read_only_with_its_interpreter():
-    if not (harness_env_dir("mini_swe_agent") / "bin" / "python").exists():
+    if not (harness_env_dir("mini_swe_agent") / ".prorl-installed").exists():
         pytest.skip("make setup builds .venvs/harnesses/mini_swe_agent")
     binds = harness_env_binds(["mini_swe_agent"])
     assert binds[0].src == str(harness_env_dir("mini_swe_agent"))

@@ -1,9 +1,9 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 """Agent harnesses the RUN stage can run unchanged (harness.py): one folder each, with its own
-requirements.txt, chosen by the agent's `harness.kind` and `harness.placement`: in the agent's
-process (make setup installs the requirements into .venv), or inside the rollout's sandbox (from
-.venvs/harnesses/<kind>, which make setup builds from them)."""
+requirements.txt (Python) or package.json (npm), chosen by the agent's `harness.kind` and
+`harness.placement`: in the agent's process (make setup installs the requirements into .venv), or
+inside the rollout's sandbox (from .venvs/harnesses/<kind>, which make setup builds from them)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ KINDS = {  # kind -> placement -> its class
         "agent": f"{MODULE}.mini_swe_agent:MiniSweAgent",
         "sandbox": f"{MODULE}.mini_swe_agent:MiniSweAgentCli",
     },
+    "claude_code": {"sandbox": f"{MODULE}.claude_code:ClaudeCode"},
 }
 
 

@@ -21,6 +21,7 @@ import pytest
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.stack import Stack, collected_records
+from prorl_gym.tokens.template import text_of
 from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
 
 try:
@@ -31,7 +32,9 @@ pytest.importorskip("minisweagent", reason="make setup installs mini-swe-agent (
 
 SWE = environment("swe")
 CONFIGS = "responses_api_agents/prorl_agent/configs"
-AGENTS = {"agent": "swe_mini_swe_agent", "sandbox": "swe_mini_swe_agent_sandbox"}  # placement -> agent
+# how each runs -> its agent: mini-swe-agent in the agent's process and inside the sandbox (its command
+# line); Claude Code (a CLI agent from npm, speaking Anthropic Messages) inside the sandbox
+AGENTS = {"agent": "swe_mini_swe_agent", "sandbox": "swe_mini_swe_agent_sandbox", "claude_code": "swe_claude_code"}
 MODEL = "+policy_model.responses_api_models.balanced_vllm_model"
 TASKS = 2  # of the example's five
 
@@ -48,6 +51,7 @@ def stack(tmp_path_factory):
         f"{MODEL}.token_mode=tito",
         f"{MODEL}.tokenizer=qwen3",
         *(f"+{agent}.responses_api_agents.prorl_agent.limits.policy_call_timeout_s=30" for agent in AGENTS.values()),
+        f"++{SWE.server_key}.harness_envs=[mini_swe_agent,claude_code]",  # each config binds its own
     ]
     with Stack(
         config_paths,
@@ -78,35 +82,58 @@ def records(request, stack) -> dict[str, list[dict]]:
     return by_mode
 
 
-def test_the_harness_inside_the_sandbox_says_how_it_ended_in_the_record(request, records):
-    placement = request.node.callspec.params["records"]
+# how each ends: its stop reason (its own word for it), the end of what it printed (in the sandbox), what
+# its own prompt around the task starts with, the protocol it speaks, whether it keeps its history as generated
+EXPECTED = {
+    "agent": ("submitted", None, "Please solve this issue", "chat_completions", True),
+    "sandbox": (
+        "submitted",
+        "prorl-harness-exit-status: Submitted",
+        "Please solve this issue",
+        "chat_completions",
+        True,
+    ),
+    "claude_code": ("success", '"subtype":"success"', "<system-reminder>", "anthropic_messages", False),
+}
+
+
+def test_a_harness_inside_the_sandbox_says_how_it_ended_in_the_record(request, records):
+    _, printed, _, _, _ = EXPECTED[request.node.callspec.params["records"]]
     outputs = [r["capture"]["harness_output"] for rs in records.values() for r in rs]
-    if placement == "sandbox":  # what its command line printed, last its own exit status (from its trajectory file)
-        assert all(o.rstrip().endswith("prorl-harness-exit-status: Submitted") for o in outputs), outputs
-    else:
+    if printed is None:  # in the agent's process: nothing printed to keep
         assert outputs == [""] * len(outputs)
+    else:  # what its command line printed, last its own exit status
+        assert all(printed in o[-2000:] for o in outputs), outputs
 
 
-def test_gold_in_the_harness_scores_one_and_wrong_scores_zero(records):
+def test_gold_in_the_harness_scores_one_and_wrong_scores_zero(request, records):
+    stop_reason, _, _, _, _ = EXPECTED[request.node.callspec.params["records"]]
     assert [r["failure"] for rs in records.values() for r in rs] == [None] * 2 * TASKS
     assert [r["reward"] for r in records["gold"]] == [1.0] * TASKS
     assert [r["reward"] for r in records["wrong"]] == [0.0] * TASKS
-    assert all(r["stop_reason"] == "submitted" and r["patch_bytes"] > 0 for r in records["gold"])
+    assert all(r["stop_reason"] == stop_reason and r["patch_bytes"] > 0 for r in records["gold"])
 
 
-def test_every_call_of_the_harness_is_captured_with_the_ids_the_policy_sampled(stack, records):
+def test_every_call_of_the_harness_is_captured_with_the_ids_the_policy_sampled(request, stack, records):
+    _, _, prompt, protocol, extends_all = EXPECTED[request.node.callspec.params["records"]]
     with urllib.request.urlopen(f"http://127.0.0.1:{stack.policy_port}/sampled", timeout=10) as response:
         sampled = {tuple(s["ids"]) for s in json.load(response)}
     for record in (r for rs in records.values() for r in rs):
-        calls = record["capture"]["calls"]
+        calls, segments = record["capture"]["calls"], record["capture"]["segments"]
         assert len(calls) == record["num_turns"] >= 2
-        # mini-swe-agent sends its whole history every call: each call extends the one before, one segment
-        assert [c["extends"] for c in calls] == [None, *range(len(calls) - 1)]
-        (segment,) = record["capture"]["segments"]
-        assert segment["token_ids_contiguous"] is True and record["token_ids_contiguous"] is True
+        if extends_all:  # it sends its whole history every call, as generated: each call extends the one before
+            assert [c["extends"] for c in calls] == [None, *range(len(calls) - 1)] and len(segments) == 1
+        else:  # where it rewrote its history (Claude Code drops a leading `cd <cwd> &&` from a command), a new segment
+            assert all(c["extends"] in (None, c["index"] - 1) for c in calls)
+            assert len(segments) == 1 + sum(c["extends"] is None for c in calls[1:])
+        assert all(s["token_ids_contiguous"] is True for s in segments)
+        assert record["token_ids_contiguous"] is True  # the record's transcript: the last segment
         generated = [
-            tuple(o["generation_token_ids"]) for o in record["response"]["output"] if "generation_token_ids" in o
+            tuple(o["generation_token_ids"]) for s in segments for o in s["output"] if "generation_token_ids" in o
         ]
         assert len(generated) == len(calls) and set(generated) <= sampled  # never a re-encoding of text
-        assert record["token_prompts"] == {"rendered": 1, "extended": len(calls) - 1}
-        assert calls[0]["messages"][1]["content"].startswith("Please solve this issue")  # its own prompt, as sent
+        kinds = {"rendered": len(segments), "extended": len(calls) - len(segments)}
+        assert record["token_prompts"] == {k: n for k, n in kinds.items() if n}
+        first_user = next(m for m in calls[0]["messages"] if m["role"] == "user")
+        assert text_of(first_user["content"]).startswith(prompt)  # its own prompt around the task, as sent
+        assert {c["protocol"] for c in calls} == {protocol}
