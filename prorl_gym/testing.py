@@ -15,6 +15,8 @@ from nemo_gym.server_utils import ServerClient
 from omegaconf import OmegaConf
 
 from prorl_gym.environments import environment
+from prorl_gym.paths import REPO_ROOT
+from prorl_gym.stack import Stack
 from prorl_gym.supervise import CHILD_VAR
 
 # Run in a sandbox's agent shell: every other bash of the sandbox (the harness's file shell) stops,
@@ -97,3 +99,37 @@ def supervised_server(session: int, folder: str | Path) -> int:
         except OSError:
             continue
     raise LookupError(f"no supervised server from {folder} in session {session}")
+
+
+HARNESS_CONFIGS = "responses_api_agents/prorl_agent/configs"
+# Agents with an existing harness on SWE (README, "Train your own agent"), and the harness environments
+# the SWE resources server binds for those placed inside its sandboxes.
+HARNESS_AGENTS = ("swe_mini_swe_agent", "swe_mini_swe_agent_sandbox", "swe_claude_code")
+HARNESS_ENVS = ("mini_swe_agent", "claude_code")
+
+
+def built_harness_envs() -> list[str]:
+    """HARNESS_ENVS that make setup built here (an npm one is left out where npm is missing)."""
+    return [name for name in HARNESS_ENVS if (REPO_ROOT / ".venvs" / "harnesses" / name / ".prorl-installed").exists()]
+
+
+def harness_stack(sandbox_root: str | Path, log_dir: Path, overrides: list[str] | None = None) -> Stack:
+    """ng_run serving the SWE environment (its own agent `swe_agent` too) and the harness agents, the
+    model server in token-in/token-out mode with Qwen3's real tokenizer, and the scripted policy
+    playing the SWE example's tasks in whatever harness asks."""
+    swe = environment("swe")
+    configs = [f"{HARNESS_CONFIGS}/{agent}.yaml" for agent in HARNESS_AGENTS]
+    model = "+policy_model.responses_api_models.balanced_vllm_model"
+    return Stack(
+        [*swe.config_paths()[:2], *configs, swe.config_paths()[2]],
+        overrides=[
+            f"+{swe.server_key}.sandbox.root_dir={sandbox_root}",
+            f"++{swe.server_key}.harness_envs=[{','.join(built_harness_envs())}]",  # each config binds its own
+            f"{model}.token_mode=tito",
+            f"{model}.tokenizer=qwen3",
+            *(overrides or []),
+        ],
+        policy_data=[str(swe.example)],
+        policy_args=["--tokenizer", "qwen3"],
+        log_dir=log_dir,
+    )

@@ -20,7 +20,8 @@ import pytest
 
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.stack import Stack, collected_records
+from prorl_gym.stack import collected_records
+from prorl_gym.testing import built_harness_envs, harness_stack
 from prorl_gym.tokens.template import text_of
 from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
 
@@ -31,11 +32,15 @@ except TokenizerNotFound as exc:  # make setup installs it; elsewhere the reason
 pytest.importorskip("minisweagent", reason="make setup installs mini-swe-agent (the harness's requirements.txt)")
 
 SWE = environment("swe")
-CONFIGS = "responses_api_agents/prorl_agent/configs"
 # how each runs -> its agent: mini-swe-agent in the agent's process and inside the sandbox (its command
 # line); Claude Code (a CLI agent from npm, speaking Anthropic Messages) inside the sandbox
 AGENTS = {"agent": "swe_mini_swe_agent", "sandbox": "swe_mini_swe_agent_sandbox", "claude_code": "swe_claude_code"}
-MODEL = "+policy_model.responses_api_models.balanced_vllm_model"
+PLACEMENTS = [
+    pytest.param(p, marks=pytest.mark.skip(reason="make setup builds it with npm"))
+    if p == "claude_code" and "claude_code" not in built_harness_envs()
+    else p
+    for p in sorted(AGENTS)
+]
 TASKS = 2  # of the example's five
 
 
@@ -44,29 +49,17 @@ def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("harness")
     sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-harness-", dir="/tmp"))  # reachable by the sandbox uid
     sandbox_root.chmod(0o711)
-    harness_configs = [f"{CONFIGS}/{agent}.yaml" for agent in AGENTS.values()]
-    config_paths = [*SWE.config_paths()[:2], *harness_configs, SWE.config_paths()[2]]
-    overrides = [
-        f"+{SWE.server_key}.sandbox.root_dir={sandbox_root}",
-        f"{MODEL}.token_mode=tito",
-        f"{MODEL}.tokenizer=qwen3",
-        *(f"+{agent}.responses_api_agents.prorl_agent.limits.policy_call_timeout_s=30" for agent in AGENTS.values()),
-        f"++{SWE.server_key}.harness_envs=[mini_swe_agent,claude_code]",  # each config binds its own
+    timeouts = [
+        f"+{agent}.responses_api_agents.prorl_agent.limits.policy_call_timeout_s=30" for agent in AGENTS.values()
     ]
-    with Stack(
-        config_paths,
-        overrides=overrides,
-        policy_data=[str(SWE.example)],
-        policy_args=["--tokenizer", "qwen3"],
-        log_dir=tmp / "logs",
-    ) as stack:
+    with harness_stack(sandbox_root, tmp / "logs", timeouts) as stack:
         stack.tmp = tmp
         yield stack
     assert not [p for p in sandbox_root.iterdir() if not p.name.startswith(".")], "sandbox directories left behind"
     shutil.rmtree(sandbox_root)
 
 
-@pytest.fixture(scope="module", params=sorted(AGENTS))
+@pytest.fixture(scope="module", params=PLACEMENTS)
 def records(request, stack) -> dict[str, list[dict]]:
     agent, rows = AGENTS[request.param], []
     for mode in ("gold", "wrong"):

@@ -63,8 +63,11 @@ def fake():
     return fake
 
 
-async def run(fake, harness: Scripted, **limits) -> HarnessLoop:
+async def run(fake, harness, **limits) -> HarnessLoop:
+    """The harness's RUN stage against the fake peers (an in-process one, or one the fake resources
+    server's /harness plays)."""
     gateway = CaptureGateway(fake, "model")
+    GATEWAYS.append(gateway)
     harness.loop, harness.gateway = asyncio.get_running_loop(), gateway
     loop = HarnessLoop(
         harness=harness,
@@ -80,6 +83,9 @@ async def run(fake, harness: Scripted, **limits) -> HarnessLoop:
     )
     loop.stop_reason = await loop.run()
     return loop
+
+
+GATEWAYS: list[CaptureGateway] = []  # the latest: the one a fake /harness calls through
 
 
 async def test_a_harness_that_submits_is_graded_with_its_calls_and_actions_counted(fake):
@@ -168,31 +174,9 @@ def harness_run(exit_code=0, timed_out=False, output="log\nSubmitted", calls=0):
     return handle
 
 
-GATEWAYS: list[CaptureGateway] = []
-
-
-async def run_in_sandbox(fake, **limits) -> HarnessLoop:
-    gateway = CaptureGateway(fake, "model")
-    GATEWAYS.append(gateway)
-    loop = HarnessLoop(
-        harness=InSandbox(),
-        task="fix it",
-        metadata=None,
-        gateway=gateway,
-        agent_url="http://agent",
-        client=fake,
-        resources_server="env",
-        resources_cookies={},
-        limits=LoopLimits(**limits),
-        threads=ThreadPoolExecutor(1),
-    )
-    loop.stop_reason = await loop.run()
-    return loop
-
-
 async def test_in_the_sandbox_a_harness_is_run_by_the_resources_server_and_graded(fake):
     fake.route("env", "/harness", harness_run(calls=2))
-    loop = await run_in_sandbox(fake, max_run_time_s=90)
+    loop = await run(fake, InSandbox(), max_run_time_s=90)
     assert loop.stop_reason == "submitted" and loop.stats.turns == 2
     assert loop.capture.harness_output == "log\nSubmitted" and len(loop.gateway) == 0
     (_, path, body, _) = next(c for c in fake.calls if c[1] == "/harness")
@@ -203,23 +187,23 @@ async def test_in_the_sandbox_a_harness_is_run_by_the_resources_server_and_grade
 async def test_in_the_sandbox_a_harness_that_exits_nonzero_is_a_harness_error_with_its_output(fake):
     fake.route("env", "/harness", harness_run(exit_code=1, output="Traceback ...\nValueError: bad config"))
     with pytest.raises(RolloutFailure) as failed:
-        await run_in_sandbox(fake)
+        await run(fake, InSandbox())
     failure = failed.value.failure
     assert failure.type == FailureType.HARNESS_ERROR and not failure.infra and "bad config" in failure.message
 
 
 async def test_in_the_sandbox_a_harness_past_its_time_is_a_graded_attempt(fake):
     fake.route("env", "/harness", harness_run(exit_code=130, timed_out=True, calls=1))
-    loop = await run_in_sandbox(fake, max_run_time_s=5)
+    loop = await run(fake, InSandbox(), max_run_time_s=5)
     assert loop.stop_reason == "limit: the harness ran past max_run_time_s (5s)"
 
 
 async def test_in_the_sandbox_a_lost_sandbox_or_a_remote_one_is_typed(fake):
     fake.route("env", "/harness", lambda body: FakeResponse(503, {"error": {"type": "sandbox_lost"}}))
     with pytest.raises(RolloutFailure) as failed:
-        await run_in_sandbox(fake)
+        await run(fake, InSandbox())
     assert failed.value.failure.type == FailureType.SANDBOX_LOST and failed.value.failure.infra
     fake.route("env", "/harness", lambda body: FakeResponse(501, {"error": {"type": "harness_unsupported"}}))
     with pytest.raises(RolloutFailure) as failed:
-        await run_in_sandbox(fake)
+        await run(fake, InSandbox())
     assert failed.value.failure.type == FailureType.HARNESS_ERROR and "501" in failed.value.failure.message
