@@ -34,32 +34,13 @@ from benchmarks.common import emit, ms
 from prorl_gym.capture import CaptureGateway
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import free_port, stop_session
-from prorl_gym.testing import build_server
+from prorl_gym.testing import PYTHON_TOOL, DirectPeer, build_server
 from responses_api_models.balanced_vllm_model.app import BalancedVLLMModel
 
 EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "python",
-            "description": "run code",
-            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
-        },
-    }
-]
+TOOLS = [PYTHON_TOOL]
 TARGETS = {"added_p50_ms": 1.0}
 ID_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
-
-
-class Client:
-    """What the gateway posts through (the agent's PeerClient), to the model server."""
-
-    def __init__(self, url: str, http: aiohttp.ClientSession):
-        self.url, self.http = url, http
-
-    async def post(self, server_name: str, url_path: str, json=None, cookies=None):
-        return await self.http.post(self.url + url_path, json=json, cookies=cookies)
 
 
 async def serve(app: FastAPI) -> tuple[str, uvicorn.Server, asyncio.Task]:
@@ -124,7 +105,7 @@ async def measure(conversations: int, log_dir: Path) -> dict:
             model_app = model.setup_webserver()
             model.setup_exception_middleware(model_app)
             model_url, model_server, model_task = await serve(model_app)
-            gateway = CaptureGateway(Client(model_url, http), "policy_model")
+            gateway = CaptureGateway(DirectPeer(model_url, http), "policy_model")
             app = FastAPI()
             app.include_router(gateway.router())
             gateway_url, gateway_server, gateway_task = await serve(app)

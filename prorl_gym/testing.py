@@ -10,6 +10,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+import orjson
 from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.server_utils import ServerClient
 from omegaconf import OmegaConf
@@ -133,3 +135,26 @@ def harness_stack(sandbox_root: str | Path, log_dir: Path, overrides: list[str] 
         policy_args=["--tokenizer", "qwen3"],
         log_dir=log_dir,
     )
+
+
+class DirectPeer:
+    """What a capture gateway posts through (the agent's PeerClient), straight to one server's URL and
+    encoding as PeerClient does (orjson), for a gateway tested or measured without ng_run."""
+
+    def __init__(self, url: str, http: aiohttp.ClientSession):
+        self.url, self.http = url, http
+
+    async def post(self, server_name: str, url_path: str, json: Any = None, cookies: dict | None = None):
+        headers = {"Content-Type": "application/json"}
+        return await self.http.post(self.url + url_path, data=orjson.dumps(json), headers=headers, cookies=cookies)
+
+
+# An OpenAI function tool as chat completions take it: the capture tests' and benchmark's harness calls it.
+PYTHON_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "python",
+        "description": "run code",
+        "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
+    },
+}

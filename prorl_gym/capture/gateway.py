@@ -109,7 +109,8 @@ class CaptureGateway:
         return 200, trajectory.add(forwarded, extends, answer, time.perf_counter() - started, protocol)
 
     def _route(self, protocol: WireProtocol):
-        async def call(key: str, request: Request) -> Response:
+        async def call(request: Request) -> Response:
+            key = request.path_params["key"]
             try:  # orjson both ways, no model: this route is on every policy call of a harness
                 body = orjson.loads(await request.body())
             except orjson.JSONDecodeError as exc:
@@ -167,6 +168,7 @@ class CaptureGateway:
                 raise HTTPException(404, "no such capture") from None
 
         for protocol in PROTOCOLS.values():
-            router.add_api_route(f"/capture/{{key}}/v1/{protocol.path}", self._route(protocol), methods=["POST"])
+            # a plain route (no FastAPI parameter machinery): it is on every policy call of a harness
+            router.add_route(f"/capture/{{key}}/v1/{protocol.path}", self._route(protocol), methods=["POST"])
 
         return router

@@ -21,6 +21,7 @@ from openai import AsyncOpenAI, PermissionDeniedError
 
 from prorl_gym.capture import CaptureGateway
 from prorl_gym.stack import free_port
+from prorl_gym.testing import PYTHON_TOOL, DirectPeer
 from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
 from responses_api_models.balanced_vllm_model.tests.harness import ROWS, Policies, serve_model
 from responses_api_models.scripted_policy.real_tokens import DRIFT_CASES
@@ -30,16 +31,7 @@ try:
 except TokenizerNotFound as exc:  # make setup installs it; elsewhere the reason is given
     pytest.skip(str(exc), allow_module_level=True)
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "python",
-            "description": "run code",
-            "parameters": {"type": "object", "properties": {"code": {"type": "string"}}, "required": ["code"]},
-        },
-    }
-]
+TOOLS = [PYTHON_TOOL]
 
 
 def row_for(case: str | None, n: int = 0) -> dict:
@@ -48,16 +40,6 @@ def row_for(case: str | None, n: int = 0) -> dict:
         user = next(m for m in row["responses_create_params"]["input"] if m["role"] == "user")
         user["content"] += f"\n[drift: {case}]"
     return row
-
-
-class ModelServerClient:
-    """What the gateway posts through (the agent's PeerClient), to the test's model server."""
-
-    def __init__(self, url: str, http: aiohttp.ClientSession):
-        self.url, self.http = url, http
-
-    async def post(self, server_name: str, url_path: str, json=None, cookies=None):
-        return await self.http.post(self.url + url_path, json=json, cookies=cookies)
 
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -74,7 +56,7 @@ async def stack(tmp_path_factory):
         (policy,) = await policies.start(1, data=data, args=("--tokenizer", "qwen3"))
         settings = dict(uses_reasoning_parser=True, token_mode="tito", tokenizer="qwen3")
         async with serve_model([policy.url], **settings) as server:
-            gateway = CaptureGateway(ModelServerClient(server.url, server.http), "policy_model", call_timeout_s=30)
+            gateway = CaptureGateway(DirectPeer(server.url, server.http), "policy_model", call_timeout_s=30)
             async with serve(gateway) as url:
                 yield gateway, url, policy
     finally:
