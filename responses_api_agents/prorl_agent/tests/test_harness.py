@@ -10,6 +10,7 @@ must score 1.0 and wrong 0.0, graded by the SWE verifier on the sandbox's final 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import tempfile
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from prorl_gym.client import ProRLClient, agent_url
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.stack import collected_records
@@ -130,3 +132,19 @@ def test_every_call_of_the_harness_is_captured_with_the_ids_the_policy_sampled(r
         first_user = next(m for m in calls[0]["messages"] if m["role"] == "user")
         assert text_of(first_user["content"]).startswith(prompt)  # its own prompt around the task, as sent
         assert {c["protocol"] for c in calls} == {protocol}
+
+
+def test_the_job_api_runs_a_harness_agent_as_any_other(stack):
+    """Rows handed to the in-sandbox harness agent's job API come back as the same records, streamed."""
+    rows = read_jsonl(SWE.example)[:1]
+    rows[0]["responses_create_params"]["metadata"] = {"scripted_mode": "gold"}
+
+    async def submit_and_stream() -> list:
+        url = await agent_url(f"http://127.0.0.1:{stack.head_port}", AGENTS["sandbox"])
+        async with ProRLClient(url) as client:
+            batch = await client.submit(rows, samples_per_row=2)
+            return [record async for record in client.stream(batch.batch_id)]
+
+    records = asyncio.run(submit_and_stream())
+    assert [(r.reward, r.failure, r.stop_reason) for r in records] == [(1.0, None, "submitted")] * 2
+    assert all(r.capture["segments"][0]["token_ids_contiguous"] is True for r in records)
