@@ -106,12 +106,13 @@ class ScriptedPolicy:
         except (TypeError, ValueError):
             return self.latency_s
 
-    def next_step(self, messages: list[dict], mode: str) -> Step:
-        return self.step_for(_first_user_text(messages), _steps_done(messages), mode)
+    def next_step(self, messages: list[dict], mode: str, tools: list[dict] | None = None) -> Step:
+        names = {(t.get("function") or t).get("name") for t in tools or []}
+        return self.step_for(_first_user_text(messages), _steps_done(messages), mode, names)
 
-    def step_for(self, first_user_text: str, turn: int, mode: str) -> Step:
+    def step_for(self, first_user_text: str, turn: int, mode: str, tools: set[str] | None = None) -> Step:
         """What the script says at `turn` (0-based assistant turns) of the task with this first user message
-        (or one that wraps it: a harness's own prompt around the task)."""
+        (or one that wraps it: a harness's own prompt around the task), with the tools the request offers."""
         key = _key(first_user_text)
         row = self._rows.get(key) or self._wrapped(key, first_user_text)
         if row is None:
@@ -123,7 +124,7 @@ class ScriptedPolicy:
             if self.tool_aliases:
                 script = [_aliased(step, self.tool_aliases) for step in script]
             self._scripts[(key, mode)] = script
-        return _as_instructed(script[min(turn, len(script) - 1)], first_user_text)
+        return _as_instructed(script[min(turn, len(script) - 1)], first_user_text, tools or set())
 
     def _wrapped(self, key: str, text: str) -> dict | None:
         """The row whose first user message is inside `text` (the longest), remembered under its key."""
@@ -140,13 +141,28 @@ class ScriptedPolicy:
 # no submit tool: a recorded `submit` is that command, run with its bash tool, as a model following the
 # harness's instructions would.
 SUBMIT_INSTRUCTION = re.compile(r"`(echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT[^`]*)`")
+# A harness whose run ends when the model answers without calling a tool (Claude Code): what it answers.
+FINAL_ANSWER = "The fix is in place."
 
 
-def _as_instructed(step: Step, prompt: str) -> Step:
-    if not any(c["name"] == "submit" for c in step.tool_calls) or not (said := SUBMIT_INSTRUCTION.search(prompt)):
+def _as_instructed(step: Step, prompt: str, tools: set[str]) -> Step:
+    """A recorded step as the harness at hand takes it: its tools by their own names (Claude Code's `Bash`),
+    a submission as its instructions say (a command, or a last answer without a tool call)."""
+    if tools:  # recorded names matched to the offered ones regardless of case
+        offered = {name.lower(): name for name in tools}
+        step = Step(
+            content=step.content,
+            tool_calls=[c | {"name": offered.get(c["name"].lower(), c["name"])} for c in step.tool_calls],
+        )
+    if not any(c["name"] == "submit" for c in step.tool_calls) or "submit" in tools:
         return step
-    calls = [call("bash", {"command": said.group(1)}) if c["name"] == "submit" else c for c in step.tool_calls]
-    return Step(content=step.content, tool_calls=calls)
+    if said := SUBMIT_INSTRUCTION.search(prompt):
+        bash = offered.get("bash", "bash") if tools else "bash"
+        calls = [call(bash, {"command": said.group(1)}) if c["name"] == "submit" else c for c in step.tool_calls]
+        return Step(content=step.content, tool_calls=calls)
+    if tools:  # tools offered, none to submit with, no instruction: the harness ends on an answer
+        return Step(content=FINAL_ANSWER, tool_calls=[])
+    return step
 
 
 def _aliased(step: Step, aliases: dict[str, str]) -> Step:
@@ -222,7 +238,7 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
         latency_s = policy.latency_for(body)
         if latency_s:
             await asyncio.sleep(latency_s)
-        step = policy.next_step(messages, policy.mode_for(body))
+        step = policy.next_step(messages, policy.mode_for(body), body.get("tools"))
         if plain:  # no log-probs, no token ids: what a server that is not vLLM answers
             body = {k: v for k, v in body.items() if k not in ("logprobs", "return_token_ids")}
         if tokens is None:
@@ -245,7 +261,8 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
         if latency_s:
             await asyncio.sleep(latency_s)
         user, turn, thinking = tokens.conversation_of(prompt)
-        generated = tokens.generate(policy.step_for(user, turn, policy.mode_for(body)), thinking, drift_cases(user))
+        step = policy.step_for(user, turn, policy.mode_for(body), tokens.tools_of(prompt))
+        generated = tokens.generate(step, thinking, drift_cases(user))
         generated, finish = _limited(generated, body.get("max_tokens"))
         sampled.append({"route": "completions", "ids": generated})
         return token_completion(tokens, body, prompt, generated, finish)
@@ -259,7 +276,8 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
             return JSONResponse(status_code=400, content={"error": "input_ids must be token ids"})
         params = body.get("sampling_params") or {}
         user, turn, thinking = tokens.conversation_of(prompt)
-        generated = tokens.generate(policy.step_for(user, turn, policy.mode_for(body)), thinking, drift_cases(user))
+        step = policy.step_for(user, turn, policy.mode_for(body), tokens.tools_of(prompt))
+        generated = tokens.generate(step, thinking, drift_cases(user))
         generated, finish = _limited(generated, params.get("max_new_tokens"))
         sampled.append({"route": "generate", "ids": generated})
         logprobs = tokens.logprobs(generated)

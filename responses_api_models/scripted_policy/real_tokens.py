@@ -134,6 +134,20 @@ class RealTokens:
         thinking = not text.endswith("<think>\n\n</think>\n\n")
         return user, turns, thinking
 
+    def tools_of(self, prompt: list[int]) -> set[str]:
+        """The names of the tools a rendered conversation offers (one JSON object a line in <tools>)."""
+        text = self.tokenizer.decode(prompt)
+        if "<tools>\n" not in text:  # the block; the system text before it names the tags inline
+            return set()
+        names = set()
+        for line in text.split("<tools>\n", 1)[1].split("\n</tools>", 1)[0].splitlines():
+            try:
+                tool = json.loads(line)
+            except ValueError:
+                continue
+            names.add((tool.get("function") or tool).get("name"))
+        return names - {None}
+
 
 def _as_vllm(message: dict) -> dict:
     """An assistant turn as NeMo Gym sends it and vLLM renders it: content without its think block

@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from prorl_gym.pipeline.tokens import token_ids_contiguous
 from prorl_gym.wire.resources import ENVIRONMENT_RESTARTED
-from responses_api_models.scripted_policy.app import ScriptedPolicy, create_app
+from responses_api_models.scripted_policy.app import FINAL_ANSWER, ScriptedPolicy, create_app
 from responses_api_models.scripted_policy.chat_template import encode, render
 
 ROWS = [
@@ -159,3 +159,36 @@ def test_a_task_wrapped_in_a_harness_prompt_is_found_and_submitted_as_the_prompt
     ]
     unwrapped = policy.step_for(swe[1]["responses_create_params"]["input"][-1]["content"], 3, "gold")
     assert unwrapped.tool_calls[0]["name"] == "submit"  # no instruction to follow: its own submit tool
+
+
+def test_a_harness_with_its_own_tool_names_and_no_submit_gets_them_and_a_last_answer():
+    """Claude Code offers `Bash` (and more) and ends on an answer without a tool call."""
+    swe = [
+        json.loads(line)
+        for line in (Path(__file__).resolve().parents[3] / "resources_servers/swe/data/example.jsonl").open()
+    ]
+    policy = ScriptedPolicy(swe[:1])
+    task = f"<system-reminder>ok</system-reminder>\n{swe[0]['responses_create_params']['input'][-1]['content']}"
+    tools = {"Bash", "Edit", "Read", "Agent"}
+    steps = [policy.step_for(task, turn, "gold", tools) for turn in range(4)]
+    assert [c["name"] for s in steps[:3] for c in s.tool_calls] == ["Bash"] * 3
+    assert steps[3].tool_calls == [] and steps[3].content == FINAL_ANSWER
+    with_submit = policy.step_for(task, 3, "gold", tools | {"submit"})
+    assert with_submit.tool_calls[0]["name"] == "submit"  # offered: its own
+
+
+def test_the_tools_a_rendered_prompt_offers_are_read_from_its_tokens():
+    from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
+    from responses_api_models.scripted_policy.real_tokens import RealTokens
+
+    try:
+        tokenizer = qwen3()
+    except TokenizerNotFound as exc:
+        pytest.skip(str(exc))
+    tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("Bash", "Read")]
+    prompt = tokenizer.encode(tokenizer.render([{"role": "user", "content": "hi <tools></tools>"}], tools))
+    assert RealTokens(tokenizer).tools_of(prompt) == {"Bash", "Read"}
+    assert (
+        RealTokens(tokenizer).tools_of(tokenizer.encode(tokenizer.render([{"role": "user", "content": "hi"}])))
+        == set()
+    )
