@@ -18,6 +18,7 @@ Admission (what a submission must be): admission.py. Wire shapes: prorl_gym/wire
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import Counter, OrderedDict, deque
@@ -42,17 +43,29 @@ RowCheck = Callable[[list[dict]], Awaitable[list[dict]]]
 STREAM_CHUNK = 64  # records read from the journal at a time by a stream
 
 
+@dataclass
+class BatchOptions:
+    """How a batch was submitted beyond its jobs and stop_after; journaled with it."""
+
+    deadline: float | None = None  # wall clock: then its unfinished jobs are cancelled
+    expired: bool = False  # the deadline came before all its jobs finished
+    group_size: int = 1  # samples_per_row: a row's jobs are its group (jobs are row-major)
+    min_group_size: int | None = None  # usable samples that make a group usable (None: all of them)
+
+
 @dataclass(eq=False)
 class _Batch:
     id: str
     job_ids: list[str]
     stop_after: int | None
+    options: BatchOptions = field(default_factory=BatchOptions)
     results: list[tuple[str, JobStatus]] = field(default_factory=list)  # (job id, status), stream order
     reserved: int = 0  # offsets handed out to records being written
     usable: int = 0
     finished: bool = False
     finished_at: float = 0.0  # monotonic
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    deadline_timer: asyncio.TimerHandle | None = None
 
     @property
     def done(self) -> bool:
@@ -119,7 +132,8 @@ class JobManager:
         """Open the journal, take back what it holds, run again (or end) what was running."""
         stored_batches, stored_jobs = await self.journal.open()
         for stored in stored_batches:
-            batch = self._batches[stored.id] = _Batch(stored.id, stored.job_ids, stored.stop_after)
+            options = BatchOptions(**stored.options)
+            batch = self._batches[stored.id] = _Batch(stored.id, stored.job_ids, stored.stop_after, options)
             batch.results = [(job_id, status) for job_id, status in stored.results]
             batch.reserved = len(batch.results)
             batch.usable = sum(status == "completed" for _, status in batch.results)
@@ -146,11 +160,16 @@ class JobManager:
                 else:
                     failure = Failure(stage=None, type=FailureType.AGENT_RESTARTED, message="the agent restarted")
                     self._finish_soon(job, self._failed_record(job, rows[job.id], failure))
+        for batch in self._batches.values():  # deadlines hold across restarts (one passed meanwhile: now)
+            self._schedule_deadline(batch)
 
     async def close(self) -> None:
         """Refuse new work and interrupt the running jobs (they stay unfinished in the journal and
         run again at the next start); end the streams; wait (bounded) for sandboxes to be released."""
         self._open, self._closing = False, True
+        for batch in self._batches.values():
+            if batch.deadline_timer is not None:
+                batch.deadline_timer.cancel()
         running = [job for job in self._jobs.values() if job.task is not None]
         for job in running:
             job.task.cancel("the agent is shutting down")
@@ -197,7 +216,12 @@ class JobManager:
                 f"{self._active} jobs are running; {len(new)} more would exceed {self.limits.max_active_jobs}. "
                 "Retry later",
             )
-        batch = await self._claim(a, request.stop_after, new)
+        options = BatchOptions(
+            deadline=time.time() + request.deadline_s if request.deadline_s else None,
+            group_size=request.samples_per_row,
+            min_group_size=request.min_group_size,
+        )
+        batch = await self._claim(a, request.stop_after, options, new)
         launch = {job_id for _, job_id in new}
         for k, job_id in enumerate(ids):
             job = self._jobs[job_id]
@@ -208,18 +232,21 @@ class JobManager:
             elif job.status != "running":  # the same job again: shared with its first batch, not run twice
                 self._share_soon(job, batch)
         self._check_batch(batch)
+        self._schedule_deadline(batch)
         self._prune()
         return Batch(batch_id=a.batch_id, job_ids=ids, created=True, new_jobs=len(new))
 
-    async def _claim(self, a: Admission, stop_after: int | None, new: list[tuple[int, str]]) -> _Batch:
+    async def _claim(
+        self, a: Admission, stop_after: int | None, options: BatchOptions, new: list[tuple[int, str]]
+    ) -> _Batch:
         """The batch and its new jobs, claimed now (a concurrent submission of the same ids shares
         these jobs) and journaled before the submission is answered; undone if the journal fails."""
-        batch = self._batches[a.batch_id] = _Batch(a.batch_id, a.job_ids, stop_after)
+        batch = self._batches[a.batch_id] = _Batch(a.batch_id, a.job_ids, stop_after, options)
         for k, job_id in new:
             self._jobs[job_id] = _Job(job_id, a.fingerprints[a.row_of(k)], [])
         try:
             stored = [(job_id, a.fingerprints[a.row_of(k)], a.texts[a.row_of(k)]) for k, job_id in new]
-            await self.journal.add_batch(a.batch_id, a.job_ids, stop_after, stored)
+            await self.journal.add_batch(a.batch_id, a.job_ids, stop_after, stored, dataclasses.asdict(options))
         except BaseException:
             del self._batches[a.batch_id]
             for _, job_id in new:
@@ -350,10 +377,28 @@ class JobManager:
         if batch.done and not batch.finished:
             batch.finished, batch.finished_at = True, time.monotonic()
             self._finished[batch.id] = batch
+            if batch.deadline_timer is not None:
+                batch.deadline_timer.cancel()
         elif batch.stop_after and batch.usable >= batch.stop_after and not batch.done:
             reason = f"stop_after: batch {batch.id} has {batch.usable} usable results"
             return self._cancel([self._jobs[i] for i in batch.job_ids], reason)
         return []
+
+    def _schedule_deadline(self, batch: _Batch) -> None:
+        if batch.options.deadline is None or batch.finished or batch.deadline_timer is not None:
+            return
+        delay = max(0.0, batch.options.deadline - time.time())
+        batch.deadline_timer = asyncio.get_running_loop().call_later(delay, self._expire, batch)
+
+    def _expire(self, batch: _Batch) -> None:
+        """The batch's deadline: its unfinished jobs are cancelled (a straggler never holds it up)."""
+        if batch.finished or self._batches.get(batch.id) is not batch or self._closing:
+            return
+        batch.options.expired = True
+        self._write_soon(self.journal.set_options(batch.id, dataclasses.asdict(batch.options)))
+        unfinished = [self._jobs[i] for i in batch.job_ids if i in self._jobs]
+        reason = f"deadline: batch {batch.id} was not finished by its deadline"
+        log.info("%s: cancelling %d jobs", reason, len(self._cancel(unfinished, reason)))
 
     # ------------------------------------------------------------------ reading results
 
@@ -394,6 +439,15 @@ class JobManager:
 
     async def batch(self, batch_id: str) -> BatchProgress:
         b = self._batch(batch_id)
+        status_of, size = dict(b.results), b.options.group_size
+        enough = b.options.min_group_size or size
+        usable_groups, small_groups = 0, []
+        for row in range(len(b.job_ids) // size):
+            group = b.job_ids[row * size : (row + 1) * size]
+            if sum(status_of.get(job_id) == "completed" for job_id in group) >= enough:
+                usable_groups += 1
+            elif all(job_id in status_of for job_id in group):
+                small_groups.append(row)
         return BatchProgress(
             batch_id=b.id,
             total=len(b.job_ids),
@@ -401,6 +455,11 @@ class JobManager:
             usable=b.usable,
             done=b.done,
             stop_after=b.stop_after,
+            deadline=b.options.deadline,
+            expired=b.options.expired,
+            groups=len(b.job_ids) // size,
+            usable_groups=usable_groups,
+            small_groups=small_groups,
         )
 
     def _job(self, job_id: str) -> _Job:
@@ -494,6 +553,8 @@ class JobManager:
         gone: list[_Job] = []
         for batch in batches:
             del self._finished[batch.id], self._batches[batch.id]
+            if batch.deadline_timer is not None:
+                batch.deadline_timer.cancel()
             for job_id in batch.job_ids:
                 job = self._jobs.get(job_id)
                 if job is None:

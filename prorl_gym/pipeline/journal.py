@@ -35,7 +35,8 @@ from prorl_gym.paths import REPO_ROOT
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS batches (
-    id TEXT PRIMARY KEY, job_ids TEXT NOT NULL, stop_after INTEGER, created REAL NOT NULL, finished REAL
+    id TEXT PRIMARY KEY, job_ids TEXT NOT NULL, stop_after INTEGER, created REAL NOT NULL, finished REAL,
+    options TEXT
 );
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, row TEXT, status TEXT NOT NULL,
@@ -79,6 +80,10 @@ class StreamOffset(NamedTuple):
     batch_done: bool
 
 
+# Columns added since the first schema: (table, column, type). A journal written before them gets them at open.
+ADDED_COLUMNS = [("batches", "options", "TEXT")]
+
+
 @dataclass
 class StoredBatch:
     id: str
@@ -86,6 +91,7 @@ class StoredBatch:
     stop_after: int | None
     finished: float | None  # wall clock
     results: list[tuple[str, str]]  # (job id, status) in stream order
+    options: dict[str, Any]  # the rest of how it was submitted (BatchOptions, jobs.py)
 
 
 @dataclass
@@ -133,6 +139,9 @@ class Journal:
         # be on disk twice (log and database) for as long as the journal is open.
         db.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         db.executescript(SCHEMA)
+        for table, column, kind in ADDED_COLUMNS:
+            if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         self._db = db
         results: dict[str, list[tuple[str, str]]] = {}
         for batch_id, job_id, status in db.execute(
@@ -140,9 +149,9 @@ class Journal:
         ):
             results.setdefault(batch_id, []).append((job_id, status))
         batches = [
-            StoredBatch(bid, json.loads(ids), stop_after, finished, results.get(bid, []))
-            for bid, ids, stop_after, finished in db.execute(
-                "SELECT id, job_ids, stop_after, finished FROM batches ORDER BY created"
+            StoredBatch(bid, json.loads(ids), stop_after, finished, results.get(bid, []), json.loads(options or "{}"))
+            for bid, ids, stop_after, finished, options in db.execute(
+                "SELECT id, job_ids, stop_after, finished, options FROM batches ORDER BY created"
             )
         ]
         jobs = [
@@ -168,19 +177,29 @@ class Journal:
     # ------------------------------------------------------------------ writes
 
     async def add_batch(
-        self, batch_id: str, job_ids: list[str], stop_after: int | None, new_jobs: list[tuple[str, str, str]]
+        self,
+        batch_id: str,
+        job_ids: list[str],
+        stop_after: int | None,
+        new_jobs: list[tuple[str, str, str]],
+        options: dict[str, Any] | None = None,
     ) -> None:
         """The batch and its new jobs (id, fingerprint, the row's JSON), in one transaction."""
-        await self._call(self._add_batch, batch_id, json.dumps(job_ids), stop_after, new_jobs)
+        await self._call(
+            self._add_batch, batch_id, json.dumps(job_ids), stop_after, new_jobs, json.dumps(options or {})
+        )
 
-    def _add_batch(self, batch_id: str, job_ids: str, stop_after: int | None, rows: list) -> None:
+    def _add_batch(self, batch_id: str, job_ids: str, stop_after: int | None, rows: list, options: str) -> None:
         with self._db:
             self._db.execute(
-                "INSERT INTO batches (id, job_ids, stop_after, created) VALUES (?, ?, ?, ?)",
-                (batch_id, job_ids, stop_after, time.time()),
+                "INSERT INTO batches (id, job_ids, stop_after, created, options) VALUES (?, ?, ?, ?, ?)",
+                (batch_id, job_ids, stop_after, time.time(), options),
             )
             self._db.executemany("INSERT INTO jobs (id, fingerprint, row, status) VALUES (?, ?, ?, 'running')", rows)
         self._keep_small()
+
+    async def set_options(self, batch_id: str, options: dict[str, Any]) -> None:
+        await self._call(self._write, "UPDATE batches SET options = ? WHERE id = ?", (json.dumps(options), batch_id))
 
     async def set_stop_after(self, batch_id: str, k: int) -> None:
         await self._call(self._write, "UPDATE batches SET stop_after = ? WHERE id = ?", (k, batch_id))

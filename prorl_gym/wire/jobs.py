@@ -57,6 +57,12 @@ class SubmitRequest(BaseModel):
     stop_after: int | None = Field(None, ge=1)  # cancel the rest once this many usable results exist
     snapshots: Literal["none", "every_turn"] | None = None  # every_turn: its jobs can be branched from
     fork_from: ForkFrom | None = None  # branch: `samples_per_row` jobs go on from a turn of a finished job
+    # Seconds from acceptance: then the batch's unfinished jobs are cancelled (records typed `cancelled`,
+    # never a failure of the task) and its stream ends with what is in; kept across agent restarts.
+    deadline_s: float | None = Field(None, gt=0)
+    # With samples_per_row: a row's group counts as usable only with at least this many usable samples
+    # (BatchProgress: usable_groups, small_groups); at most samples_per_row.
+    min_group_size: int | None = Field(None, ge=1)
 
 
 class StopAfter(BaseModel):
@@ -87,6 +93,12 @@ class BatchProgress(BaseModel):
     usable: int  # finished without a failure
     done: bool
     stop_after: int | None
+    deadline: float | None = None  # wall clock (Unix seconds) when its unfinished jobs are cancelled
+    expired: bool = False  # its deadline passed before all its jobs finished
+    groups: int = 0  # rows (a row's samples_per_row jobs are its group)
+    # groups with at least min_group_size (default: all samples_per_row) usable samples
+    usable_groups: int = 0
+    small_groups: list[int] = Field(default_factory=list)  # rows of the finished groups that have fewer
 
 
 class CancelResult(BaseModel):

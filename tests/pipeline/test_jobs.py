@@ -120,6 +120,11 @@ async def test_results_stream_in_completion_order_and_the_stream_ends_with_the_b
         "usable": 3,
         "done": True,
         "stop_after": None,
+        "deadline": None,
+        "expired": False,
+        "groups": 3,
+        "usable_groups": 3,
+        "small_groups": [],
     }
 
 
@@ -485,3 +490,76 @@ async def test_one_agent_per_journal(tmp_path):
     with pytest.raises(JournalInUse):
         await journaled(FakeRollout(), tmp_path / "agent.sqlite").start()
     await first.close()
+
+
+async def test_a_deadline_ends_the_batch_on_time_with_what_finished_and_the_straggler_cancelled(manager, fake):
+    batch = await submit(manager, [row(0), row(1), row(2)], deadline_s=0.3)
+    await settle(manager)
+    fake.finish(0)
+    fake.finish(2)
+    records = await asyncio.wait_for(collect(manager, batch.batch_id), 3)  # ends: the straggler is cancelled
+    assert [r["status"] for r in records] == ["completed", "completed", "cancelled"]
+    assert records[-1]["failure"]["type"] == "cancelled" and "deadline" in records[-1]["failure"]["message"]
+    progress = await manager.batch(batch.batch_id)
+    assert progress.done and progress.expired and progress.usable == 2 and progress.deadline is not None
+
+
+async def test_a_batch_that_finishes_in_time_is_not_expired(manager, fake):
+    batch = await submit(manager, [row(0)], deadline_s=0.2)
+    await settle(manager)
+    fake.finish(0)
+    await settle(manager)
+    await asyncio.sleep(0.3)
+    progress = await manager.batch(batch.batch_id)
+    assert progress.done and not progress.expired and not fake.cancelled
+
+
+async def test_groups_are_usable_with_min_group_size_usable_samples_and_small_ones_are_named(manager, fake):
+    batch = await submit(manager, [row(0), row(1)], samples_per_row=3, min_group_size=2, deadline_s=0.3)
+    await settle(manager)
+    fake.finish(0)
+    fake.finish(1)  # row 0: two of three, then its third is cancelled at the deadline
+    fake.finish(3, failure={"stage": "run", "type": "policy_error", "message": "down"})  # row 1: none usable
+    fake.finish(4)
+    await asyncio.wait_for(collect(manager, batch.batch_id), 3)
+    progress = await manager.batch(batch.batch_id)
+    assert (progress.groups, progress.usable_groups, progress.small_groups) == (2, 1, [1])
+    with pytest.raises(JobError, match="min_group_size 4 exceeds samples_per_row 3") as refused:
+        await submit(manager, [row(0)], samples_per_row=3, min_group_size=4)
+    assert refused.value.status == 422
+
+
+async def test_a_deadline_holds_across_an_agent_restart(tmp_path):
+    path = tmp_path / "agent.sqlite"
+    manager = journaled(FakeRollout(), path)
+    await manager.start()
+    await submit(manager, [row(0), row(1)], batch_id="step-8", deadline_s=0.5)
+    await settle(manager)
+    await manager.close()  # both interrupted; the deadline passes while the agent is down
+    await asyncio.sleep(0.6)
+
+    again = FakeRollout()
+    manager = journaled(again, path)
+    await manager.start()
+    records = await asyncio.wait_for(collect(manager, "step-8"), 3)
+    assert [r["status"] for r in records] == ["cancelled", "cancelled"]
+    assert (await manager.batch("step-8")).expired
+    await manager.close()
+
+
+async def test_a_journal_written_before_batch_options_opens_with_its_batches(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "agent.sqlite"
+    db = sqlite3.connect(path)  # the first schema's batches table: no options column
+    db.execute(
+        "CREATE TABLE batches (id TEXT PRIMARY KEY, job_ids TEXT NOT NULL, stop_after INTEGER, "
+        "created REAL NOT NULL, finished REAL)"
+    )
+    db.execute("INSERT INTO batches VALUES ('old', '[]', 2, 0, 1)")
+    db.commit()
+    db.close()
+    journal = Journal(path)
+    (batch,), _ = await journal.open()
+    assert (batch.id, batch.stop_after, batch.options) == ("old", 2, {})
+    await journal.close()
