@@ -93,6 +93,8 @@ class ProRLClient:
         environment: str | None = None,
         stop_after: int | None = None,
         snapshots: Literal["none", "every_turn"] | None = None,
+        deadline_s: float | None = None,
+        min_group_size: int | None = None,
     ) -> Batch:
         """Hand over a batch; returns at once with the job ids. Idempotent for given batch or job ids."""
         request = SubmitRequest(
@@ -104,6 +106,8 @@ class ProRLClient:
             batch_id=batch_id,
             environment=environment,
             stop_after=stop_after,
+            deadline_s=deadline_s,
+            min_group_size=min_group_size,
         )
         return await self._call("POST", "/jobs", Batch, request.model_dump(exclude_none=True))
 

@@ -322,3 +322,22 @@ async def test_a_dead_policy_endpoint_is_a_policy_error_never_reward_zero(stack,
     late = await client.results((await client.submit(rows("gold", 1))).batch_id)
     assert late[0].failure.type == "policy_error"
     await no_sandboxes_left(stack)
+
+
+async def test_a_deadline_ends_a_batch_with_a_straggler_on_time(stack, client):
+    data = rows("gold", 2)
+    straggler = rows("gold", 3)[2]
+    # each of its turns takes 4.5 s (under the policy call timeout: slow, not failing): 9 s and more in all
+    straggler["responses_create_params"]["metadata"]["scripted_latency_ms"] = "4500"
+    started = time.monotonic()
+    batch = await client.submit([*data, straggler], samples_per_row=2, min_group_size=2, deadline_s=7)
+    records = [record async for record in client.stream(batch.batch_id)]
+    assert time.monotonic() - started < 9  # the straggler's turns alone would take longer
+    by_task = {}
+    for record in records:
+        by_task.setdefault(record.task_id, []).append(record)
+    assert all(r.reward == 1.0 and r.failure is None for t in data for r in by_task[t["task_id"]])
+    assert [r.failure.type.value for r in by_task[straggler["task_id"]]] == ["cancelled"] * 2
+    progress = await client.progress(batch.batch_id)
+    assert progress.expired and (progress.groups, progress.usable_groups, progress.small_groups) == (3, 2, [2])
+    await no_sandboxes_left(stack)
