@@ -341,3 +341,41 @@ async def test_a_deadline_ends_a_batch_with_a_straggler_on_time(stack, client):
     progress = await client.progress(batch.batch_id)
     assert progress.expired and (progress.groups, progress.usable_groups, progress.small_groups) == (3, 2, [2])
     await no_sandboxes_left(stack)
+
+
+async def policy_generations(stack) -> int:
+    """Generations the scripted policy has answered (its own count)."""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{stack.policy_port}/stats") as response,
+    ):
+        paths = (await response.json())["paths"]
+    return sum(n for path, n in paths.items() if path in ("/v1/chat/completions", "/v1/completions"))
+
+
+async def test_a_weight_update_pauses_generation_and_every_turn_says_its_version(stack, client):
+    async with aiohttp.ClientSession() as http:
+
+        async def policy(path: str, body: dict | None = None) -> dict:
+            async with http.post(f"{stack.agent_url}/policy/{path}", json=body or {}) as response:
+                assert response.status == 200, await response.text()
+                return await response.json()
+
+        await policy("version", {"version": 1})
+        batch = await client.submit(rows("gold", 4))
+        await until(lambda: running(client), what="rollouts to run")
+        await asyncio.sleep(0.5)  # some turns done under version 1
+        assert (await policy("pause", {"abort_in_flight": True}))["paused"]
+        await asyncio.sleep(0.6)  # calls that were in flight at the model server finish there (discarded)
+        before = await policy_generations(stack)
+        await asyncio.sleep(1.5)
+        async with http.get(f"{stack.agent_url}/policy") as response:
+            state = await response.json()
+        assert await policy_generations(stack) == before  # nothing generated while paused
+        assert state["paused"] and state["held"] + state["aborted"] > 0 and state["paused_s"] >= 2
+        resumed = await policy("resume", {"version": 2})
+        assert not resumed["paused"] and resumed["version"] == 2
+        records = [record async for record in client.stream(batch.batch_id)]
+    assert [(r.reward, r.failure) for r in records] == [(1.0, None)] * 4  # a pause is not a failure
+    assert all(set(r.policy_versions) <= {1, 2} and len(r.policy_versions) == r.num_turns for r in records)
+    assert any(r.oldest_policy_version == 1 and r.newest_policy_version == 2 for r in records)  # spans the update

@@ -31,16 +31,18 @@ from fastapi.responses import StreamingResponse
 
 from prorl_gym.capture.protocols import CHAT, PROTOCOLS, InvalidCall, WireProtocol
 from prorl_gym.capture.trajectory import CaptureLimits, CaptureRecord, CaptureRefused, Trajectory
+from prorl_gym.pipeline.policy import PolicyGate
 
 ENDED_KEPT = 10_000  # ended captures remembered, so a late call is told 410 rather than 404
 OPEN_KEPT = 10_000  # open captures at most: opening one more ends the oldest (one opened and forgotten)
 
 
 class CaptureGateway:
-    def __init__(self, client: Any, model_server: str, call_timeout_s: float = 600.0):
+    def __init__(self, client: Any, model_server: str, call_timeout_s: float = 600.0, gate: PolicyGate | None = None):
         self.client = client  # PeerClient: .post(server_name, url_path, json=, cookies=)
         self.model_server = model_server
         self.call_timeout_s = call_timeout_s
+        self.gate = gate  # the policy's version and pause (the trainer's weight updates)
         self._open: OrderedDict[str, tuple[Trajectory, dict]] = OrderedDict()  # key -> (its calls, its cookies)
         self._ended: OrderedDict[str, CaptureRecord] = OrderedDict()
 
@@ -84,12 +86,16 @@ class CaptureGateway:
         trajectory.admit()
         forwarded, extends = trajectory.prepare(body)
         started = time.perf_counter()
-        try:
+
+        async def send():
             async with asyncio.timeout(self.call_timeout_s):
                 response = await self.client.post(
                     server_name=self.model_server, url_path="/v1/chat/completions", json=forwarded, cookies=cookies
                 )
-                payload = await response.read()
+                return response, await response.read()
+
+        try:  # held while the trainer has generation paused (pipeline/policy.py): outside the timeout
+            (response, payload), version = await self.gate.call(send) if self.gate else (await send(), None)
         except TimeoutError:
             trajectory.policy_errors.append(f"the policy did not answer within {self.call_timeout_s:g}s")
             raise CaptureRefused(trajectory.policy_errors[-1], 504) from None
@@ -106,7 +112,7 @@ class CaptureGateway:
             return response.status, answer
         if key not in self._open:  # ended while the call ran: the rollout is over, its answer is dropped
             raise CaptureRefused("this rollout ended while the call ran", 410)
-        return 200, trajectory.add(forwarded, extends, answer, time.perf_counter() - started, protocol)
+        return 200, trajectory.add(forwarded, extends, answer, time.perf_counter() - started, protocol, version)
 
     def _route(self, protocol: WireProtocol):
         async def call(request: Request) -> Response:

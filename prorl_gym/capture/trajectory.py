@@ -62,6 +62,7 @@ class CapturedCall(BaseModel):
     reply: dict[str, Any]  # the assistant message the model server answered, ids included
     finish_reason: str | None = None
     latency_s: float
+    policy_version: int | None = None  # the weights that answered it (pipeline/policy.py), if the agent knows
 
 
 class Segment(BaseModel):
@@ -169,7 +170,13 @@ class Trajectory:
         return body
 
     def add(
-        self, body: dict, extends: int | None, completion: dict, latency_s: float, protocol: str = "chat_completions"
+        self,
+        body: dict,
+        extends: int | None,
+        completion: dict,
+        latency_s: float,
+        protocol: str = "chat_completions",
+        policy_version: int | None = None,
     ) -> dict:
         """Record a forwarded call and its completion; the completion as the harness gets it (no ids)."""
         choice = (completion.get("choices") or [{}])[0]
@@ -196,6 +203,7 @@ class Trajectory:
             reply=reply,
             finish_reason=choice.get("finish_reason"),
             latency_s=latency_s,
+            policy_version=policy_version,
         )
         self._calls.append(_Call(record, [message_key(m) for m in messages], message_key(reply)))
         self.output_tokens += len(reply.get("generation_token_ids") or [])

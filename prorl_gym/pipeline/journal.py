@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, row TEXT, status TEXT NOT NULL,
     runs INTEGER NOT NULL DEFAULT 1, record TEXT
 );
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
     batch_id TEXT NOT NULL, seq INTEGER NOT NULL, job_id TEXT NOT NULL, status TEXT NOT NULL,
     PRIMARY KEY (batch_id, seq)
@@ -197,6 +198,18 @@ class Journal:
             )
             self._db.executemany("INSERT INTO jobs (id, fingerprint, row, status) VALUES (?, ?, ?, 'running')", rows)
         self._keep_small()
+
+    async def setting(self, key: str) -> Any:
+        """A value kept by set_setting (None if never set)."""
+        return await self._call(self._setting, key)
+
+    def _setting(self, key: str) -> Any:
+        row = self._db.execute("SELECT value FROM settings WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    async def set_setting(self, key: str, value: Any) -> None:
+        sql = "INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+        await self._call(self._write, sql, (key, json.dumps(value)))
 
     async def set_options(self, batch_id: str, options: dict[str, Any]) -> None:
         await self._call(self._write, "UPDATE batches SET options = ? WHERE id = ?", (json.dumps(options), batch_id))

@@ -131,3 +131,31 @@ def row_problem(row: Any) -> str | None:
     if not params.get("input") or not isinstance(params["input"], (str, list)):
         return "responses_create_params.input must be a non-empty string or list"
     return None
+
+
+class PolicyState(BaseModel):
+    """GET /policy: the policy's weights as the trainer said (prorl_gym/pipeline/policy.py)."""
+
+    version: int  # the version new policy calls are sent under
+    paused: bool
+    paused_s: float  # time paused since the agent started (the current pause included)
+    in_flight: int  # policy calls being answered
+    held: int  # policy calls waiting for resume
+    aborted: int  # calls aborted by a pause and issued again, since the agent started
+
+
+class PolicyVersion(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: int = Field(ge=0)
+
+
+class PolicyPause(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    # True: the calls in flight are cancelled and issued again after resume (their partial output
+    # discarded); False: they finish (under the version they were sent with)
+    abort_in_flight: bool = False
+
+
+class PolicyResume(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    version: int | None = Field(None, ge=0)  # the weights now loaded, if they changed

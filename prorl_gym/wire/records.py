@@ -82,6 +82,13 @@ class RolloutRecord(BaseModel):
         "(the turn before's ids, exactly), drifted (chat mode: the endpoint's re-rendering did not extend "
         "them), rerendered (token-in/token-out: a conversation without ids, rendered whole)",
     )
+    policy_versions: list[int] = Field(
+        default_factory=list,
+        description="the policy version that generated each turn, in order (as the trainer set it: POST "
+        "/policy/version, /policy/resume); several: the rollout spans a weight update",
+    )
+    oldest_policy_version: int | None = Field(None, description="the oldest of policy_versions")
+    newest_policy_version: int | None = Field(None, description="the newest of policy_versions")
     host: str | None = Field(None, description="where the rollout's sandbox ran (host or node)")
     snapshots: list[TurnSnapshot] = Field(default_factory=list, description="with snapshots: every_turn")
     capture: dict[str, Any] | None = Field(

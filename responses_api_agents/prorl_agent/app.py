@@ -35,10 +35,21 @@ from prorl_gym.pipeline.aggregate import rollout_metrics
 from prorl_gym.pipeline.jobs import JobManager
 from prorl_gym.pipeline.journal import Journal, JournalConfig
 from prorl_gym.pipeline.peers import PeerClient
+from prorl_gym.pipeline.policy import PolicyGate
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.supervise import supervised
 from prorl_gym.wire.failures import Failure, FailureType, Stage
-from prorl_gym.wire.jobs import Batch, CancelResult, JobLimits, StopAfter, SubmitRequest
+from prorl_gym.wire.jobs import (
+    Batch,
+    CancelResult,
+    JobLimits,
+    PolicyPause,
+    PolicyResume,
+    PolicyState,
+    PolicyVersion,
+    StopAfter,
+    SubmitRequest,
+)
 from prorl_gym.wire.records import RolloutRecord, failed_record
 from responses_api_agents.prorl_agent.harness import HarnessLoop
 from responses_api_agents.prorl_agent.harnesses import load_harness
@@ -105,6 +116,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
     _jobs: JobManager = PrivateAttr()
     _metrics: AgentMetrics = PrivateAttr()
     _capture: CaptureGateway = PrivateAttr()
+    _gate: PolicyGate = PrivateAttr()
     _harness_threads: ThreadPoolExecutor | None = PrivateAttr(default=None)  # a harness's runs, if it has one
     _runs: set[asyncio.Future] = PrivateAttr(default_factory=set)  # /run rollouts in flight
     _stopping: asyncio.Future | None = PrivateAttr(default=None)  # done once a stop signal came
@@ -134,8 +146,9 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             stage_stats=lambda: {stage.value: pool.stats() for stage, pool in self._pools.items()},
             release_snapshots=self._pipeline.release_snapshots,
         )
-        self._metrics = AgentMetrics(self._jobs)
-        self._capture = CaptureGateway(self._peers, c.model_server.name, c.limits.policy_call_timeout_s)
+        self._gate = self._pipeline.gate = PolicyGate(self._jobs.journal)
+        self._metrics = AgentMetrics(self._jobs, self._gate)
+        self._capture = CaptureGateway(self._peers, c.model_server.name, c.limits.policy_call_timeout_s, self._gate)
         if c.harness is not None:
             harness = load_harness(c.harness.kind, c.harness.settings, c.harness.placement)
             threads = self._harness_threads = ThreadPoolExecutor(c.max_run_workers, thread_name_prefix="harness")
@@ -242,8 +255,13 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
     # ------------------------------------------------------------------ the job API (docs/job_api.md)
 
     def _mount_job_routes(self, app: FastAPI) -> None:
-        jobs = self._jobs
-        run_with_app(app, jobs.start, jobs.close)  # at shutdown, running jobs are interrupted (run again at start)
+        jobs, gate = self._jobs, self._gate
+
+        async def start() -> None:
+            await jobs.start()
+            await gate.restore()  # the version and pause the trainer last set
+
+        run_with_app(app, start, jobs.close)  # at shutdown, running jobs are interrupted (run again at start)
         app.add_exception_handler(
             JobError, lambda _, exc: JSONResponse({"detail": exc.detail, **exc.extra}, exc.status)
         )
@@ -281,6 +299,24 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
         app.get("/jobs/{job_id:path}")(jobs.job)  # default job ids hold '/': <batch>/<row>/<sample>
         app.post("/jobs/{job_id:path}/cancel")(jobs.cancel_job)
         app.get("/status")(jobs.status)
+
+        # The trainer's weight updates (prorl_gym/pipeline/policy.py): the version new policy calls are
+        # sent under, and pause/resume around an update.
+        @app.get("/policy")
+        async def policy() -> PolicyState:
+            return gate.state()
+
+        @app.post("/policy/version")
+        async def policy_version(body: PolicyVersion) -> PolicyState:
+            return await gate.set_version(body.version)
+
+        @app.post("/policy/pause")
+        async def policy_pause(body: PolicyPause = Body(default_factory=PolicyPause)) -> PolicyState:
+            return await gate.pause(body.abort_in_flight)
+
+        @app.post("/policy/resume")
+        async def policy_resume(body: PolicyResume = Body(default_factory=PolicyResume)) -> PolicyState:
+            return await gate.resume(body.version)
 
     # ------------------------------------------------------------------ metrics
 

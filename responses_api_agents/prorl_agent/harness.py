@@ -239,6 +239,7 @@ class HarnessLoop:
         self.stats.turns = len(capture.calls)
         self.stats.output_tokens = capture.output_tokens
         self.stats.policy_s = sum(c.latency_s for c in capture.calls)
+        self.stats.policy_versions = [c.policy_version for c in capture.calls if c.policy_version is not None]
         kinds = ["extended" if c.extends is not None else "rendered" for c in capture.calls]
         self.stats.token_prompts = {k: kinds.count(k) for k in set(kinds)}
         if capture.calls:

@@ -22,6 +22,7 @@ from nemo_gym.openai_utils import NeMoGymFunctionCallOutput, NeMoGymResponse
 from nemo_gym.server_utils import ServerClient
 from pydantic import BaseModel, ValidationError
 
+from prorl_gym.pipeline.policy import PolicyGate
 from prorl_gym.wire.failures import NO_ENDPOINT_ERROR, FailureType, RolloutFailure, Stage
 
 # Tool route answers that mean the session's sandbox is gone: 409 unknown session (its server
@@ -79,6 +80,7 @@ class LoopStats:
     # How each turn's prompt ids were made, as the model server says (rendered, extended, drifted,
     # rerendered: ...); a turn of a server that does not say is not counted.
     token_prompts: dict[str, int] = field(default_factory=dict)
+    policy_versions: list[int] = field(default_factory=list)  # of each turn's generation (pipeline/policy.py)
 
 
 @dataclass
@@ -96,6 +98,7 @@ class AgentLoop:
     model_cookies: dict[str, str] = field(default_factory=dict)
     on_turn: Callable[[int], Awaitable[None]] | None = None  # after each turn the rollout goes on from
     policy_failing: Callable[[], Awaitable[bool]] | None = None  # whether no policy endpoint is healthy now
+    gate: PolicyGate | None = None  # the policy's version and pause (the trainer's weight updates)
 
     @property
     def tool_names(self) -> set[str]:
@@ -142,19 +145,20 @@ class AgentLoop:
         # from its partial trajectory. A slow or failing answer is only before any output.
         infra = not self.outputs
         started = time.perf_counter()
-        try:
-            status, payload, cookies = await self._post(
-                self.model_server,
-                "/v1/responses",
-                body,
-                self.model_cookies,
-                self.limits.policy_call_timeout_s,
-                FailureType.POLICY_ERROR,
-                "the policy",
-                infra,
-                unreachable_infra=True,
-                refusable=not self.outputs,
-            )
+        send = lambda: self._post(  # noqa: E731
+            self.model_server,
+            "/v1/responses",
+            body,
+            self.model_cookies,
+            self.limits.policy_call_timeout_s,
+            FailureType.POLICY_ERROR,
+            "the policy",
+            infra,
+            unreachable_infra=True,
+            refusable=not self.outputs,
+        )
+        try:  # held while the trainer has generation paused: outside the call's timeout
+            (status, payload, cookies), version = await self.gate.call(send) if self.gate else (await send(), None)
         except RolloutFailure as exc:
             # No answer in time after partial output: the task's, unless the endpoint failed meanwhile (killed
             # mid-call, it may be declared dead only after this timeout: the busy soak's one "task" failure).
@@ -164,6 +168,8 @@ class AgentLoop:
             raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra=True) from exc
         self.stats.policy_s += time.perf_counter() - started
         self.stats.turns += 1
+        if version is not None:
+            self.stats.policy_versions.append(version)
         if status == INCOMPATIBLE:  # the endpoint cannot serve this call: asking again costs, and changes nothing
             message = f"the policy endpoint cannot serve this call: {_detail(payload)}"
             raise RolloutFailure(Stage.RUN, FailureType.POLICY_INCOMPATIBLE, message, infra=False)

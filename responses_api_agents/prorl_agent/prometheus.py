@@ -1,11 +1,12 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 """The agent's Prometheus metrics (GET /metrics): stage times and queue waits, rollouts and their
-attempts by outcome, the job service's load and journal size."""
+attempts by outcome, the job service's load and journal size, the policy's version and pauses."""
 
 from __future__ import annotations
 
 from prorl_gym.pipeline.jobs import JobManager
+from prorl_gym.pipeline.policy import PolicyGate
 from prorl_gym.prometheus import ServerMetrics
 from prorl_gym.wire.failures import Stage
 from prorl_gym.wire.records import RolloutRecord
@@ -16,7 +17,7 @@ def outcome(record: RolloutRecord) -> str:
 
 
 class AgentMetrics(ServerMetrics):
-    def __init__(self, jobs: JobManager):
+    def __init__(self, jobs: JobManager, gate: PolicyGate):
         super().__init__()
         self.stage = self.histogram("prorl_stage_duration_seconds", "Time in a stage's worker slot", ("stage",))
         self.queue = self.histogram("prorl_stage_queue_seconds", "Wait for a stage's worker slot", ("stage",))
@@ -35,6 +36,12 @@ class AgentMetrics(ServerMetrics):
         jobs_active.set_function(lambda: jobs.active)
         journal = self.gauge("prorl_journal_bytes", "Size of the job journal on disk")
         journal.set_function(jobs.journal.size_on_disk)
+        version = self.gauge("prorl_policy_version", "The policy version new calls are sent under")
+        version.set_function(lambda: gate.version)
+        paused = self.gauge("prorl_policy_paused", "1 while the trainer has generation paused")
+        paused.set_function(lambda: float(gate.paused))
+        paused_s = self.gauge("prorl_policy_paused_seconds", "Time paused since the agent started")
+        paused_s.set_function(lambda: gate.state().paused_s)
 
     def attempt(self, record: RolloutRecord) -> None:
         """One run of the pipeline (the RolloutPipeline's on_attempt hook)."""

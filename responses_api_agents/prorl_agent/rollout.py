@@ -34,6 +34,7 @@ from nemo_gym.base_resources_server import BaseRunRequest
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from prorl_gym.pipeline.policy import PolicyGate
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.pipeline.tokens import token_ids_contiguous
 from prorl_gym.tokens.template import text_of
@@ -130,6 +131,7 @@ class RolloutPipeline:
         self.recovery = Recovery(peers)
         # (task, row metadata, resources cookies) -> the RUN stage of a harness (harness.py), if the agent runs one
         self.harness_loop: Callable[[str, dict | None, dict], Any] | None = None
+        self.gate: PolicyGate | None = None  # the policy's version and pause, set by the agent
 
     async def rollout(self, row: dict, cookies: dict | None = None) -> RolloutRecord:
         """One rollout through INIT -> RUN -> EVAL, attempts included; the record, whatever happened."""
@@ -289,6 +291,7 @@ class RolloutPipeline:
             resources_cookies=cookies,
             finish_tools=frozenset(tools.ends_rollout),
             policy_failing=self._policy_failing,
+            gate=self.gate,
         )
         if branch is not None:  # the policy sees the same prefix, token ids and all, and goes on from it
             loop.outputs = OUTPUT_ITEMS.validate_python(branch.output)
@@ -367,6 +370,7 @@ class RolloutPipeline:
         stats = loop.stats if loop else None
         if stats:
             a.timings |= {"policy_s": stats.policy_s, "tools_s": stats.tools_s, "tool_exec_s": stats.tool_exec_s}
+        versions = list(stats.policy_versions) if stats else []
         return RolloutRecord.model_validate(
             fields
             | {
@@ -381,6 +385,9 @@ class RolloutPipeline:
                 "token_ids_contiguous": token_ids_contiguous(fields["response"].get("output", [])),
                 "token_ids": _has_token_ids(fields["response"].get("output", [])) if loop else None,
                 "token_prompts": stats.token_prompts if stats else {},
+                "policy_versions": versions,
+                "oldest_policy_version": min(versions, default=None),
+                "newest_policy_version": max(versions, default=None),
                 "host": a.host,
                 "snapshots": a.snapshots,
                 "capture": loop.capture.model_dump() if getattr(loop, "capture", None) else None,

@@ -1,0 +1,117 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""The policy's weights as the trainer says they are: which version generates now, and whether
+generation is paused for a weight update. Every policy call of the agent (its own loop's, a
+harness's through the capture endpoint) goes through `PolicyGate.call`, which
+
+- holds a new call while paused (tools, INIT and EVAL go on; sandboxes stay), outside the call's
+  own timeout: a held call is not a slow policy;
+- on a pause that aborts, cancels the calls in flight and issues them again after resume: an
+  aborted call's partial output is never used (calls are not streamed: nothing of it was kept);
+- answers with the version the call was sent under: with pause and resume around an update, the
+  version that produced its tokens.
+
+The version and the pause are journaled (an agent restarted mid-pause is still paused, at the
+same version); the pause's time is counted for /policy and /metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from prorl_gym.pipeline.journal import Journal
+from prorl_gym.wire.jobs import PolicyState
+
+STATE_KEY = "policy"
+
+
+class PolicyGate:
+    def __init__(self, journal: Journal | None = None):
+        self.journal = journal
+        self.version = 0
+        self.paused = False
+        self.paused_s = 0.0  # finished pauses, since the agent started
+        self.aborted = 0  # calls aborted by a pause, since the agent started (each issued again)
+        self._paused_at = 0.0  # monotonic
+        self._running = asyncio.Event()
+        self._running.set()
+        self._in_flight: set[asyncio.Task] = set()
+        self._aborting: set[asyncio.Task] = set()
+        self._held = 0
+
+    async def restore(self) -> None:
+        """The version and pause the journal holds (after an agent restart)."""
+        if self.journal is not None and (stored := await self.journal.setting(STATE_KEY)) is not None:
+            self.version = int(stored["version"])
+            if stored.get("paused"):
+                self._pause()
+
+    def state(self) -> PolicyState:
+        paused_s = self.paused_s + (time.monotonic() - self._paused_at if self.paused else 0.0)
+        return PolicyState(
+            version=self.version,
+            paused=self.paused,
+            paused_s=round(paused_s, 3),
+            in_flight=len(self._in_flight),
+            held=self._held,
+            aborted=self.aborted,
+        )
+
+    async def set_version(self, version: int) -> PolicyState:
+        self.version = version
+        await self._save()
+        return self.state()
+
+    async def pause(self, abort_in_flight: bool = False) -> PolicyState:
+        """No new policy call from now on; with abort_in_flight, the calls in flight are cancelled and
+        issued again after resume (else they finish)."""
+        self._pause()
+        if abort_in_flight:
+            for task in list(self._in_flight):
+                self._aborting.add(task)
+                task.cancel("paused for a weight update: issued again after resume")
+        await self._save()
+        return self.state()
+
+    async def resume(self, version: int | None = None) -> PolicyState:
+        if version is not None:
+            self.version = version
+        if self.paused:
+            self.paused_s += time.monotonic() - self._paused_at
+            self.paused = False
+            self._running.set()
+        await self._save()
+        return self.state()
+
+    async def call[T](self, send: Callable[[], Awaitable[T]]) -> tuple[T, int]:
+        """`send()` once not paused: (its answer, the version it was sent under)."""
+        while True:
+            if self.paused:
+                self._held += 1
+                try:
+                    await self._running.wait()
+                finally:
+                    self._held -= 1
+            version = self.version
+            task = asyncio.ensure_future(send())
+            self._in_flight.add(task)
+            try:
+                return await task, version
+            except asyncio.CancelledError:
+                if task not in self._aborting or asyncio.current_task().cancelling():
+                    raise  # the rollout itself was cancelled
+                self.aborted += 1  # aborted by a pause: wait for resume, then send it again
+            finally:
+                self._in_flight.discard(task)
+                self._aborting.discard(task)
+
+    def _pause(self) -> None:
+        if not self.paused:
+            self.paused, self._paused_at = True, time.monotonic()
+            self._running.clear()
+
+    async def _save(self) -> None:
+        if self.journal is not None:
+            await self.journal.set_setting(STATE_KEY, {"version": self.version, "paused": self.paused})
