@@ -113,6 +113,10 @@ class Journal:
         self._lock_fd = -1
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="journal")
 
+    @property
+    def opened(self) -> bool:
+        return self._db is not None
+
     async def _call(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
 

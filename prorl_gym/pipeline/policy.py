@@ -43,7 +43,7 @@ class PolicyGate:
 
     async def restore(self) -> None:
         """The version and pause the journal holds (after an agent restart)."""
-        if self.journal is not None and (stored := await self.journal.setting(STATE_KEY)) is not None:
+        if self.journal is not None and self.journal.opened and (stored := await self.journal.setting(STATE_KEY)):
             self.version = int(stored["version"])
             if stored.get("paused"):
                 self._pause()
@@ -113,5 +113,5 @@ class PolicyGate:
             self._running.clear()
 
     async def _save(self) -> None:
-        if self.journal is not None:
+        if self.journal is not None and self.journal.opened:  # not yet: nothing to keep (the agent has not started)
             await self.journal.set_setting(STATE_KEY, {"version": self.version, "paused": self.paused})

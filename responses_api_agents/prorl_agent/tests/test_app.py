@@ -357,3 +357,17 @@ def test_a_policy_call_timing_out_after_partial_output_is_the_infrastructures_if
     fake.route("model", "/endpoints", statuses(back))
     record = agent_client(fake, limits={"policy_call_timeout_s": 0.3}).post("/run", json=ROW).json()
     assert record["failure"]["type"] == "policy_error" and not record["failure"]["infra"] and record["attempts"] == 1
+
+
+def test_a_rollout_held_by_a_pause_past_its_run_timeout_is_the_infrastructures(fake):
+    client = agent_client(fake, run_timeout_s=0.3, retry={"max_attempts": 1, "backoff_s": 0})
+    assert client.post("/policy/pause", json={}).json()["paused"]
+    record = client.post("/run", json=ROW).json()
+    failure = record["failure"]
+    assert (failure["type"], failure["infra"]) == ("timeout", True)
+    assert "paused for a weight update" in failure["message"]
+    assert not [call for call in fake.calls if call[1] == "/v1/responses"]  # nothing was sent while paused
+    state = client.post("/policy/resume", json={"version": 5}).json()
+    assert (state["paused"], state["version"]) == (False, 5) and state["paused_s"] > 0
+    record = client.post("/run", json=ROW).json()
+    assert record["reward"] == 1.0 and record["policy_versions"] == [5, 5] and record["newest_policy_version"] == 5
