@@ -95,6 +95,8 @@ class ProRLClient:
         snapshots: Literal["none", "every_turn"] | None = None,
         deadline_s: float | None = None,
         min_group_size: int | None = None,
+        max_staleness: int | None = None,
+        on_stale: Literal["rerun", "flag"] = "rerun",
     ) -> Batch:
         """Hand over a batch; returns at once with the job ids. Idempotent for given batch or job ids."""
         request = SubmitRequest(
@@ -108,6 +110,8 @@ class ProRLClient:
             stop_after=stop_after,
             deadline_s=deadline_s,
             min_group_size=min_group_size,
+            max_staleness=max_staleness,
+            on_stale=on_stale,
         )
         return await self._call("POST", "/jobs", Batch, request.model_dump(exclude_none=True))
 

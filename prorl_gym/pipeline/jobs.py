@@ -51,6 +51,8 @@ class BatchOptions:
     expired: bool = False  # the deadline came before all its jobs finished
     group_size: int = 1  # samples_per_row: a row's jobs are its group (jobs are row-major)
     min_group_size: int | None = None  # usable samples that make a group usable (None: all of them)
+    max_staleness: int | None = None  # versions a finished rollout may lag (None: any)
+    on_stale: str = "rerun"  # or "flag"
 
 
 @dataclass(eq=False)
@@ -105,12 +107,14 @@ class JobManager:
         validate_row: Callable[[dict], Any] | None = None,
         check_rows: RowCheck | None = None,
         release_snapshots: Callable[[list[str]], Awaitable[None]] | None = None,
+        policy_version: Callable[[], int] | None = None,
     ):
         self.limits = limits or JobLimits()
         self.journal = journal or Journal(None)
         self._rollout, self._on_restart, self._environments = rollout, on_restart, environments
         self._stage_stats, self._validate_row, self._check_rows = stage_stats, validate_row, check_rows
         self._release_snapshots = release_snapshots  # of forgotten jobs' records (branches start from them)
+        self._policy_version = policy_version  # the version new policy calls go under (staleness is against it)
         self._jobs: dict[str, _Job] = {}
         self._batches: dict[str, _Batch] = {}
         self._finished: OrderedDict[str, _Batch] = OrderedDict()  # finished batches, oldest first
@@ -220,6 +224,8 @@ class JobManager:
             deadline=time.time() + request.deadline_s if request.deadline_s else None,
             group_size=request.samples_per_row,
             min_group_size=request.min_group_size,
+            max_staleness=request.max_staleness,
+            on_stale=request.on_stale,
         )
         batch = await self._claim(a, request.stop_after, options, new)
         launch = {job_id for _, job_id in new}
@@ -282,8 +288,23 @@ class JobManager:
     # ------------------------------------------------------------------ running and finishing
 
     def _launch(self, job: _Job, row: dict) -> None:
-        job.task = asyncio.get_running_loop().create_task(self._rollout(row), name=f"job {job.id}")
+        job.task = asyncio.get_running_loop().create_task(self._run(job, row), name=f"job {job.id}")
         job.task.add_done_callback(lambda task: self._on_done(job, row, task))
+
+    async def _run(self, job: _Job, row: dict) -> RolloutRecord:
+        """The rollout; one whose oldest turn lags the policy by more than its batch's max_staleness
+        runs again from INIT, or comes back flagged, as the batch asks."""
+        options = job.batches[0].options if job.batches else BatchOptions()
+        for rerun in range(self.limits.max_stale_reruns + 1):
+            record = await self._rollout(row)
+            if options.max_staleness is None or self._policy_version is None or record.oldest_policy_version is None:
+                return record
+            lag = self._policy_version() - record.oldest_policy_version
+            stale = lag > options.max_staleness
+            if not stale or options.on_stale == "flag" or rerun == self.limits.max_stale_reruns:
+                return record.model_copy(update={"staleness": lag, "stale": stale})
+            log.info("job %s: %d versions behind (max %d): run again", job.id, lag, options.max_staleness)
+        raise AssertionError("unreachable")
 
     def _on_done(self, job: _Job, row: dict, task: asyncio.Task) -> None:
         if self._closing and task.cancelled() and job.cancel_reason is None:

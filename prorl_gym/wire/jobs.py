@@ -22,6 +22,7 @@ class JobLimits(BaseModel):
     max_batch_jobs: int = Field(16_384, ge=1)  # rows x samples_per_row -> 413
     max_request_bytes: int = Field(64 << 20, ge=1)  # a /jobs request -> 413
     max_row_bytes: int = Field(8 << 20, ge=1)  # one row: a /run body, or a row of a batch -> 413
+    max_stale_reruns: int = Field(3, ge=0)  # a job too stale this many times more is returned flagged
     retain_jobs: int = Field(50_000, ge=0)  # finished jobs kept for polling; oldest finished batches go first
     retain_s: float = Field(3600.0, ge=0)  # ... and for at most this long after their batch finished
     timing_window: int = Field(2000, ge=1)  # recent records behind the status percentiles
@@ -63,6 +64,11 @@ class SubmitRequest(BaseModel):
     # With samples_per_row: a row's group counts as usable only with at least this many usable samples
     # (BatchProgress: usable_groups, small_groups); at most samples_per_row.
     min_group_size: int | None = Field(None, ge=1)
+    # Versions (POST /policy/version) a finished rollout's oldest turn may be behind the current one;
+    # beyond: run again from INIT (`on_stale: rerun`, at most JobLimits.max_stale_reruns times, then
+    # flagged) or returned with `stale: true` (`flag`). Within it, a rollout may span versions.
+    max_staleness: int | None = Field(None, ge=0)
+    on_stale: Literal["rerun", "flag"] = "rerun"
 
 
 class StopAfter(BaseModel):

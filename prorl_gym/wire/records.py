@@ -89,6 +89,11 @@ class RolloutRecord(BaseModel):
     )
     oldest_policy_version: int | None = Field(None, description="the oldest of policy_versions")
     newest_policy_version: int | None = Field(None, description="the newest of policy_versions")
+    staleness: int | None = Field(
+        None,
+        description="with a batch's max_staleness: versions its oldest turn was behind the current one at its end",
+    )
+    stale: bool = Field(False, description="staleness beyond the batch's max_staleness (returned as it was asked)")
     host: str | None = Field(None, description="where the rollout's sandbox ran (host or node)")
     snapshots: list[TurnSnapshot] = Field(default_factory=list, description="with snapshots: every_turn")
     capture: dict[str, Any] | None = Field(

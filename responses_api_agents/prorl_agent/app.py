@@ -145,6 +145,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             check_rows=self._pipeline.row_problems,
             stage_stats=lambda: {stage.value: pool.stats() for stage, pool in self._pools.items()},
             release_snapshots=self._pipeline.release_snapshots,
+            policy_version=lambda: self._gate.version,  # staleness is against the trainer's current version
         )
         self._gate = self._pipeline.gate = PolicyGate(self._jobs.journal)
         self._metrics = AgentMetrics(self._jobs, self._gate)

@@ -563,3 +563,55 @@ async def test_a_journal_written_before_batch_options_opens_with_its_batches(tmp
     (batch,), _ = await journal.open()
     assert (batch.id, batch.stop_after, batch.options) == ("old", 2, {})
     await journal.close()
+
+
+class VersionedRollout(FakeRollout):
+    """Each rollout's turns were generated from `oldest` on (what the record says)."""
+
+    def finish_from(self, index: int, oldest: int) -> None:
+        row, future = self.calls[index]
+        record = row | {"reward": 1.0, "policy_versions": [oldest], "oldest_policy_version": oldest}
+        future.set_result(RolloutRecord.model_validate(record | {"newest_policy_version": oldest}))
+
+
+async def versioned(version: list[int]) -> tuple[JobManager, VersionedRollout]:
+    fake = VersionedRollout()
+    manager = JobManager(fake, JobLimits(max_stale_reruns=2, cancel_wait_s=1), policy_version=lambda: version[0])
+    await manager.start()
+    return manager, fake
+
+
+async def test_a_rollout_staler_than_its_batch_allows_runs_again_from_init():
+    version = [5]
+    manager, fake = await versioned(version)
+    batch = await submit(manager, [row(0)], max_staleness=1)
+    await settle(manager)
+    fake.finish_from(0, oldest=3)  # 2 behind: run again
+    await settle(manager)
+    assert len(fake.calls) == 2
+    fake.finish_from(1, oldest=4)  # 1 behind: within the bound
+    (record,) = await asyncio.wait_for(collect(manager, batch.batch_id), 1)
+    assert (record["staleness"], record["stale"], record["oldest_policy_version"]) == (1, False, 4)
+    await manager.close()
+
+
+async def test_a_stale_rollout_is_flagged_when_the_batch_asks_or_after_its_reruns():
+    version = [9]
+    manager, fake = await versioned(version)
+    flagged = await submit(manager, [row(0)], max_staleness=0, on_stale="flag")
+    await settle(manager)
+    fake.finish_from(0, oldest=8)
+    (record,) = await asyncio.wait_for(collect(manager, flagged.batch_id), 1)
+    assert (record["staleness"], record["stale"]) == (1, True) and len(fake.calls) == 1
+    rerun = await submit(manager, [row(1)], max_staleness=0)
+    for n in range(3):  # the first run and its max_stale_reruns (2) reruns, all stale
+        await settle(manager)
+        fake.finish_from(1 + n, oldest=7)
+    (record,) = await asyncio.wait_for(collect(manager, rerun.batch_id), 1)
+    assert (record["staleness"], record["stale"]) == (2, True) and len(fake.calls) == 4
+    unbounded = await submit(manager, [row(2)])  # no max_staleness: as it came
+    await settle(manager)
+    fake.finish_from(4, oldest=1)
+    (record,) = await asyncio.wait_for(collect(manager, unbounded.batch_id), 1)
+    assert (record["staleness"], record["stale"]) == (None, False)
+    await manager.close()
