@@ -9,7 +9,11 @@ does). The next step's batch is submitted before this step's stream is consumed,
 service never idles between steps. From the records it forms groups (the samples of one
 prompt), leaves out failed and cancelled rollouts (never scored 0), keeps the groups whose
 rewards differ (DAPO's filter: a uniform group has no learning signal) and computes
-group-normalised advantages (GRPO), the input of a policy update.
+group-normalised advantages (GRPO), the input of a policy update. With --train-s and
+--weight-updates it trains for that long and tells the service each new policy version: in
+async mode (the default) the next step generates while this one trains and generation is paused
+around the weight update (a rollout may then span two versions: --max-staleness bounds it); in
+sync mode it generates, then trains. --deadline-s ends a step's batch then, stragglers cancelled.
 
     # a stack of its own (the scripted policy stands in for a GPU model; 47 to 284 s to start on a 2-core machine):
     python examples/training_loop.py --start-stack --steps 3
@@ -29,6 +33,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from prorl_gym.client import JobAPIError, ProRLClient, agent_url
 from prorl_gym.environments import environment
@@ -61,8 +66,10 @@ class StepReport:
     usable: int
     failures: dict[str, int]  # failure type -> count (cancelled included)
     groups: list[Group]
-    seconds: float
+    seconds: float  # from its submission to the end of its stream
     kept: list[Group] = field(default_factory=list)
+    stale: int = 0  # records flagged stale (beyond max_staleness, after their reruns)
+    versions: list[int] = field(default_factory=list)  # policy versions its rollouts' turns came from
 
     @property
     def mean_reward(self) -> float | None:
@@ -113,8 +120,18 @@ async def training_loop(
     sampling: dict | None = None,
     run_id: str = "run",
     update: Callable[[list[Group]], None] = lambda groups: None,
+    mode: Literal["async", "sync"] = "async",
+    train_s: float = 0.0,
+    weight_updates: bool = False,
+    max_staleness: int | None = None,
+    deadline_s: float | None = None,
 ) -> list[StepReport]:
-    """Run `steps` training steps; `update` stands for the policy update on the kept groups."""
+    """Run `steps` training steps; `update` stands for the policy update on the kept groups, `train_s`
+    for the time it takes. async: step n+1's batch is generated while step n trains (the service never
+    idles between steps); sync: generate, then train. weight_updates: the service is told the version
+    the policy is at (step n's update makes version n+1): in async mode generation is paused around the
+    update (calls in flight aborted and issued again under the new weights), so a rollout may span two
+    versions (max_staleness bounds it). deadline_s: a step's batch ends then, its stragglers cancelled."""
     prompts = itertools.cycle(range(len(rows)))
 
     async def submit(step: int) -> tuple[Batch, dict[str, int], float]:
@@ -126,14 +143,18 @@ async def training_loop(
             sampling=sampling,
             batch_id=f"{run_id}-step{step}",
             stop_after=stop_after,  # a restarted trainer gets the same batch back
+            max_staleness=max_staleness,
+            deadline_s=deadline_s,
         )
         prompt_of = {job_id: chosen[k // group_size] for k, job_id in enumerate(batch.job_ids)}
         return batch, prompt_of, time.perf_counter()
 
+    if weight_updates:
+        await client.set_policy_version(0)
     reports, pending = [], await submit(0)
     for step in range(steps):
         batch, prompt_of, started = pending
-        if step + 1 < steps:  # the service starts on the next step while this one is consumed
+        if mode == "async" and step + 1 < steps:  # the service starts on the next step while this one trains
             pending = await submit(step + 1)
         records = [record async for record in client.stream(batch.batch_id)]
         groups = group_statistics(records, prompt_of)
@@ -147,9 +168,20 @@ async def training_loop(
             failures=dict(Counter(r.failure.type.value for r in records if r.failure)),
             groups=groups,
             kept=[g for g in groups if g.informative],
+            stale=sum(r.stale for r in records),
+            versions=sorted({v for r in records for v in r.policy_versions}),
         )
         update(report.kept)
+        await asyncio.sleep(train_s)  # the policy-gradient step on the kept groups' token ids
+        if weight_updates:  # the new weights, loaded into the inference engines between pause and resume
+            if mode == "async":
+                await client.pause(abort_in_flight=True)
+                await client.resume(version=step + 1)
+            else:
+                await client.set_policy_version(step + 1)
         reports.append(report)
+        if mode == "sync" and step + 1 < steps:
+            pending = await submit(step + 1)
     return reports
 
 
@@ -166,6 +198,11 @@ async def run(args: argparse.Namespace, head_url: str | None = None) -> None:
             sampling={"temperature": args.temperature},
             run_id=f"run-{int(time.time())}",
             update=lambda kept: None,  # a real trainer: a policy-gradient step on the kept groups' token ids
+            mode=args.mode,
+            train_s=args.train_s,
+            weight_updates=args.weight_updates,
+            max_staleness=args.max_staleness,
+            deadline_s=args.deadline_s,
         )
         for report in reports:
             print(report.line(), flush=True)
@@ -190,6 +227,11 @@ def main() -> None:
         "--stop-after", type=int, default=12, help="stop a step's batch after this many usable rollouts"
     )
     parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--mode", choices=("async", "sync"), default="async")
+    parser.add_argument("--train-s", type=float, default=0.0, help="a simulated training step's seconds")
+    parser.add_argument("--weight-updates", action="store_true", help="tell the service each new policy version")
+    parser.add_argument("--max-staleness", type=int, default=None, help="versions a rollout may lag (async)")
+    parser.add_argument("--deadline-s", type=float, default=None, help="a step's batch ends then")
     args = parser.parse_args()
     if args.start_stack:
         from prorl_gym.stack import Stack

@@ -31,7 +31,17 @@ from pydantic import BaseModel
 from yarl import URL
 
 from prorl_gym.errors import ProrlError
-from prorl_gym.wire.jobs import Batch, BatchProgress, CancelResult, ForkFrom, Job, Sampling, Status, SubmitRequest
+from prorl_gym.wire.jobs import (
+    Batch,
+    BatchProgress,
+    CancelResult,
+    ForkFrom,
+    Job,
+    PolicyState,
+    Sampling,
+    Status,
+    SubmitRequest,
+)
 from prorl_gym.wire.records import RolloutRecord
 
 # ---------------------------------------------------------------------- the client
@@ -195,6 +205,21 @@ class ProRLClient:
 
     async def status(self) -> Status:
         return await self._call("GET", "/status", Status)
+
+    # The trainer's weight updates (docs/job_api.md, "Weight updates").
+
+    async def policy(self) -> PolicyState:
+        return await self._call("GET", "/policy", PolicyState)
+
+    async def set_policy_version(self, version: int) -> PolicyState:
+        return await self._call("POST", "/policy/version", PolicyState, {"version": version})
+
+    async def pause(self, abort_in_flight: bool = False) -> PolicyState:
+        """Hold every new policy call (and abort those in flight, to be sent again after resume)."""
+        return await self._call("POST", "/policy/pause", PolicyState, {"abort_in_flight": abort_in_flight})
+
+    async def resume(self, version: int | None = None) -> PolicyState:
+        return await self._call("POST", "/policy/resume", PolicyState, {"version": version})
 
     @property
     def _session(self) -> aiohttp.ClientSession:

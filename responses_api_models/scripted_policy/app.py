@@ -170,6 +170,8 @@ def _aliased(step: Step, aliases: dict[str, str]) -> Step:
     return Step(content=step.content, tool_calls=calls)
 
 
+# The routes that generate (what a GPU would be busy with).
+GENERATIONS = ("/v1/chat/completions", "/v1/completions", "/generate")
 # The routes a plain OpenAI-compatible server (a hosted API, llama.cpp, Ollama) does not have.
 VLLM_ONLY = ("/v1/models", "/tokenize", "/detokenize", "/v1/completions", "/generate", "/sampled")
 
@@ -181,14 +183,25 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
     app = FastAPI(title="scripted policy (stand-in for a GPU model)")
     sampled: deque[dict] = deque(maxlen=4096)  # what was generated, newest last: tests compare records with it
     # time spent answering (the policy's own share of a turn, for benchmarks), and requests by path
-    busy: dict = {"requests": 0, "busy_s": 0.0, "paths": {}}
+    # and the time it generated nothing at all (no generation in flight: a GPU sitting idle), for benchmarks
+    busy: dict = {"requests": 0, "busy_s": 0.0, "paths": {}, "idle_s": 0.0, "uptime_s": 0.0}
+    generating = {"n": 0, "idle_since": time.perf_counter(), "started": time.perf_counter()}
 
     def account(app):  # plain ASGI: a BaseHTTPMiddleware would add its own cost to what it measures
         async def timed(scope, receive, send):
             started = time.perf_counter()
+            generation = scope["type"] == "http" and scope["path"] in GENERATIONS
+            if generation:
+                if generating["n"] == 0:
+                    busy["idle_s"] += started - generating["idle_since"]
+                generating["n"] += 1
             try:
                 await app(scope, receive, send)
             finally:
+                if generation:
+                    generating["n"] -= 1
+                    if generating["n"] == 0:
+                        generating["idle_since"] = time.perf_counter()
                 if scope["type"] == "http" and scope["path"] != "/stats":
                     busy["requests"] += 1
                     busy["busy_s"] += time.perf_counter() - started
@@ -200,7 +213,9 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
 
     @app.get("/stats")
     async def stats() -> dict:
-        return busy
+        now = time.perf_counter()
+        idle_now = now - generating["idle_since"] if generating["n"] == 0 else 0.0
+        return busy | {"idle_s": busy["idle_s"] + idle_now, "uptime_s": now - generating["started"]}
 
     @app.get("/health")
     async def health() -> dict:
