@@ -68,6 +68,7 @@ class StepReport:
     groups: list[Group]
     seconds: float  # from its submission to the end of its stream
     kept: list[Group] = field(default_factory=list)
+    read_at: float = 0.0  # seconds from its submission to when the trainer began reading its stream
     stale: int = 0  # records flagged stale (beyond max_staleness, after their reruns)
     versions: list[int] = field(default_factory=list)  # policy versions its rollouts' turns came from
 
@@ -156,6 +157,7 @@ async def training_loop(
         batch, prompt_of, started = pending
         if mode == "async" and step + 1 < steps:  # the service starts on the next step while this one trains
             pending = await submit(step + 1)
+        reading = time.perf_counter() - started  # an async step may be done before the trainer reads it
         records = [record async for record in client.stream(batch.batch_id)]
         groups = group_statistics(records, prompt_of)
         report = StepReport(
@@ -170,6 +172,7 @@ async def training_loop(
             kept=[g for g in groups if g.informative],
             stale=sum(r.stale for r in records),
             versions=sorted({v for r in records for v in r.policy_versions}),
+            read_at=reading,
         )
         update(report.kept)
         await asyncio.sleep(train_s)  # the policy-gradient step on the kept groups' token ids

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -304,26 +305,6 @@ async def test_run_and_jobs_bound_a_row_and_check_it_against_the_environment(sta
     assert (await client.status()).active_jobs == 0  # nothing of a refused batch runs
 
 
-async def test_a_dead_policy_endpoint_is_a_policy_error_never_reward_zero(stack, client):
-    batch = await client.submit(rows("gold"), samples_per_row=2)
-    await until(lambda: running(client), what="rollouts in RUN")
-    policy = stack._procs[0]  # the scripted policy: kill it, as if the GPU server died
-    os.killpg(policy.pid, 9)
-    policy.wait()
-    records = [r.wire() for r in await asyncio.wait_for(client.results(batch.batch_id), 60)]
-    assert len(records) == 10
-    errors = [r for r in records if r["failure"]]
-    assert errors and all(
-        r["failure"]["type"] == "policy_error" and r["_ng_failure_class"] == "policy_error" for r in errors
-    )
-    assert all(r["reward"] == 1.0 for r in records if not r["failure"])  # never a silent 0
-    status = await client.status()  # the server keeps serving
-    assert status.failed_by_type["policy_error"] >= len(errors) and status.active_jobs == 0
-    late = await client.results((await client.submit(rows("gold", 1))).batch_id)
-    assert late[0].failure.type == "policy_error"
-    await no_sandboxes_left(stack)
-
-
 async def test_a_deadline_ends_a_batch_with_a_straggler_on_time(stack, client):
     data = rows("gold", 2)
     straggler = rows("gold", 3)[2]
@@ -343,14 +324,38 @@ async def test_a_deadline_ends_a_batch_with_a_straggler_on_time(stack, client):
     await no_sandboxes_left(stack)
 
 
-async def policy_generations(stack) -> int:
-    """Generations the scripted policy has answered (its own count)."""
+async def policy_stats(stack) -> dict:
     async with (
         aiohttp.ClientSession() as http,
         http.get(f"http://127.0.0.1:{stack.policy_port}/stats") as response,
     ):
-        paths = (await response.json())["paths"]
-    return sum(n for path, n in paths.items() if path in ("/v1/chat/completions", "/v1/completions"))
+        return await response.json()
+
+
+async def policy_generations(stack) -> int:
+    """Generations the scripted policy has answered or is answering (its own count)."""
+    stats = await policy_stats(stack)
+    answered = sum(n for path, n in stats["paths"].items() if path in ("/v1/chat/completions", "/v1/completions"))
+    return answered + stats["generating"]
+
+
+async def load_weights(stack, version: int | None) -> None:
+    """The scripted policy's stand-in for a weight update: its answers say the version from now on."""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"http://127.0.0.1:{stack.policy_port}/weights", json={"version": version}) as response,
+    ):
+        assert response.status == 200
+
+
+def weights_marks(record) -> list[int]:
+    """The weights version each generated turn of a record says it came from, in order."""
+    texts = [
+        "".join(part.get("text", "") for part in item.get("content") or [])
+        for item in record.response["output"]
+        if item.get("type") == "message" and item.get("role") == "assistant"
+    ]
+    return [int(mark) for text in texts for mark in re.findall(r"\[weights v(\d+)\]", text)]
 
 
 async def test_a_weight_update_pauses_generation_and_every_turn_says_its_version(stack, client):
@@ -361,6 +366,11 @@ async def test_a_weight_update_pauses_generation_and_every_turn_says_its_version
                 assert response.status == 200, await response.text()
                 return await response.json()
 
+        async def quiet() -> bool:  # an earlier test's cancelled calls may still be generating there
+            return (await policy_stats(stack))["generating"] == 0
+
+        await until(quiet, 30, "the policy to finish earlier calls")
+        await load_weights(stack, 1)
         await policy("version", {"version": 1})
         batch = await client.submit(rows("gold", 4))
         await until(lambda: running(client), what="rollouts to run")
@@ -368,6 +378,7 @@ async def test_a_weight_update_pauses_generation_and_every_turn_says_its_version
         assert (await policy("pause", {"abort_in_flight": True}))["paused"]
         await asyncio.sleep(0.6)  # calls that were in flight at the model server finish there (discarded)
         before = await policy_generations(stack)
+        await load_weights(stack, 2)  # the update, while nothing generates
         await asyncio.sleep(1.5)
         async with http.get(f"{stack.agent_url}/policy") as response:
             state = await response.json()
@@ -376,6 +387,48 @@ async def test_a_weight_update_pauses_generation_and_every_turn_says_its_version
         resumed = await policy("resume", {"version": 2})
         assert not resumed["paused"] and resumed["version"] == 2
         records = [record async for record in client.stream(batch.batch_id)]
+    await load_weights(stack, None)
     assert [(r.reward, r.failure) for r in records] == [(1.0, None)] * 4  # a pause is not a failure
-    assert all(set(r.policy_versions) <= {1, 2} and len(r.policy_versions) == r.num_turns for r in records)
+    # every turn's version is the one whose weights generated it (an aborted call's output never kept)
+    assert all(weights_marks(r) == r.policy_versions and len(r.policy_versions) == r.num_turns for r in records)
     assert any(r.oldest_policy_version == 1 and r.newest_policy_version == 2 for r in records)  # spans the update
+
+
+async def test_the_async_training_example_overlaps_generation_with_training_and_bounds_staleness(client):
+    reports = await training_loop(
+        client,
+        rows("gold", 2),
+        steps=3,
+        prompts_per_step=2,
+        group_size=2,
+        run_id=f"async-{os.getpid()}",
+        mode="async",
+        train_s=1.0,
+        weight_updates=True,
+        max_staleness=1,
+        deadline_s=60,
+    )
+    assert [(r.received, r.usable, r.stale) for r in reports] == [(4, 4, 0)] * 3
+    # step n+1 generated while step n trained: from version n, and n+1 after the update's pause
+    assert reports[0].versions == [0] and all(set(r.versions) <= {n - 1, n} for n, r in enumerate(reports))
+    assert (await client.policy()).version == 3 and not (await client.policy()).paused
+
+
+async def test_a_dead_policy_endpoint_is_a_policy_error_never_reward_zero(stack, client):
+    batch = await client.submit(rows("gold"), samples_per_row=2)
+    await until(lambda: running(client), what="rollouts in RUN")
+    policy = stack._procs[0]  # the scripted policy: kill it, as if the GPU server died
+    os.killpg(policy.pid, 9)
+    policy.wait()
+    records = [r.wire() for r in await asyncio.wait_for(client.results(batch.batch_id), 60)]
+    assert len(records) == 10
+    errors = [r for r in records if r["failure"]]
+    assert errors and all(
+        r["failure"]["type"] == "policy_error" and r["_ng_failure_class"] == "policy_error" for r in errors
+    )
+    assert all(r["reward"] == 1.0 for r in records if not r["failure"])  # never a silent 0
+    status = await client.status()  # the server keeps serving
+    assert status.failed_by_type["policy_error"] >= len(errors) and status.active_jobs == 0
+    late = await client.results((await client.submit(rows("gold", 1))).batch_id)
+    assert late[0].failure.type == "policy_error"
+    await no_sandboxes_left(stack)

@@ -82,6 +82,9 @@ class ScriptedPolicy:
         self.tool_aliases = tool_aliases or {}
         self._rows = {_key(_first_user_text(row["responses_create_params"]["input"])): row for row in rows}
         self._scripts: dict[tuple[str, str], list[Step]] = {}
+        # The "weights" it answers with (POST /weights, as a trainer loads new ones): once set, every answer's
+        # text ends with WEIGHTS_MARK, so a test can tell which version produced which turn.
+        self.weights_version: int | None = None
 
     @classmethod
     def from_files(cls, paths: list[str | Path], **kwargs) -> ScriptedPolicy:
@@ -124,7 +127,12 @@ class ScriptedPolicy:
             if self.tool_aliases:
                 script = [_aliased(step, self.tool_aliases) for step in script]
             self._scripts[(key, mode)] = script
-        return _as_instructed(script[min(turn, len(script) - 1)], first_user_text, tools or set())
+        step = _as_instructed(script[min(turn, len(script) - 1)], first_user_text, tools or set())
+        if self.weights_version is not None:
+            step = Step(
+                content=f"{step.content}{WEIGHTS_MARK.format(self.weights_version)}", tool_calls=step.tool_calls
+            )
+        return step
 
     def _wrapped(self, key: str, text: str) -> dict | None:
         """The row whose first user message is inside `text` (the longest), remembered under its key."""
@@ -141,6 +149,7 @@ class ScriptedPolicy:
 # no submit tool: a recorded `submit` is that command, run with its bash tool, as a model following the
 # harness's instructions would.
 SUBMIT_INSTRUCTION = re.compile(r"`(echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT[^`]*)`")
+WEIGHTS_MARK = " [weights v{}]"
 # A harness whose run ends when the model answers without calling a tool (Claude Code): what it answers.
 FINAL_ANSWER = "The fix is in place."
 
@@ -215,7 +224,8 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
     async def stats() -> dict:
         now = time.perf_counter()
         idle_now = now - generating["idle_since"] if generating["n"] == 0 else 0.0
-        return busy | {"idle_s": busy["idle_s"] + idle_now, "uptime_s": now - generating["started"]}
+        uptime = now - generating["started"]
+        return busy | {"idle_s": busy["idle_s"] + idle_now, "uptime_s": uptime, "generating": generating["n"]}
 
     @app.get("/health")
     async def health() -> dict:
@@ -224,6 +234,13 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
     @app.get("/v1/models")
     async def models() -> dict:
         return {"object": "list", "data": [{"id": f"scripted-{m}", "object": "model"} for m in MODES]}
+
+    @app.post("/weights")
+    async def load_weights(request: Request) -> dict:
+        """Stand-in for a weight update: from now on its answers say this version (WEIGHTS_MARK)."""
+        version = (await request.json()).get("version")  # null: answer as before any was set
+        policy.weights_version = int(version) if version is not None else None
+        return {"version": policy.weights_version}
 
     @app.get("/sampled")
     async def sampled_ids() -> list[dict]:
