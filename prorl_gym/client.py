@@ -107,6 +107,7 @@ class ProRLClient:
         min_group_size: int | None = None,
         max_staleness: int | None = None,
         on_stale: Literal["rerun", "flag"] = "rerun",
+        target_groups: int | None = None,
     ) -> Batch:
         """Hand over a batch; returns at once with the job ids. Idempotent for given batch or job ids."""
         request = SubmitRequest(
@@ -122,6 +123,7 @@ class ProRLClient:
             min_group_size=min_group_size,
             max_staleness=max_staleness,
             on_stale=on_stale,
+            target_groups=target_groups,
         )
         return await self._call("POST", "/jobs", Batch, request.model_dump(exclude_none=True))
 

@@ -61,6 +61,8 @@ def check_bounds(request: SubmitRequest, limits: JobLimits, environments: tuple[
         raise JobError(413, f"{n} jobs (rows x samples_per_row) exceed the limit of {limits.max_batch_jobs} per batch")
     if request.fork_from is not None and request.rows:
         raise JobError(422, "a branch (fork_from) takes no rows: it continues the job's own")
+    if request.target_groups is not None and (request.samples_per_row < 2 or request.stop_after is not None):
+        raise JobError(422, "target_groups (dynamic sampling) needs samples_per_row >= 2 and no stop_after")
     if request.min_group_size is not None and request.min_group_size > request.samples_per_row:
         raise JobError(
             422, f"min_group_size {request.min_group_size} exceeds samples_per_row {request.samples_per_row}"

@@ -53,6 +53,7 @@ class BatchOptions:
     min_group_size: int | None = None  # usable samples that make a group usable (None: all of them)
     max_staleness: int | None = None  # versions a finished rollout may lag (None: any)
     on_stale: str = "rerun"  # or "flag"
+    target_groups: int | None = None  # dynamic sampling: informative groups wanted
 
 
 @dataclass(eq=False)
@@ -85,6 +86,8 @@ class _Job:
     runs: int = 1  # > 1: started again after an agent restart
     snapshot_ids: list[str] = field(default_factory=list)  # its record's, released when it is forgotten
     started: float = field(default_factory=time.monotonic)
+    reward: float | None = None  # once finished usable
+    go: asyncio.Event | None = None  # dynamic sampling: its rollout starts once its group is started
 
 
 def stream_line(record_json: bytes | str, job_id: str, batch_id: str, status: str) -> str:
@@ -226,6 +229,7 @@ class JobManager:
             min_group_size=request.min_group_size,
             max_staleness=request.max_staleness,
             on_stale=request.on_stale,
+            target_groups=request.target_groups,
         )
         batch = await self._claim(a, request.stop_after, options, new)
         launch = {job_id for _, job_id in new}
@@ -234,6 +238,8 @@ class JobManager:
             job.batches.append(batch)
             if job_id in launch:
                 self._active += 1
+                if request.target_groups is not None and a.row_of(k) >= request.target_groups:
+                    job.go = asyncio.Event()  # a row in the queue: started if a group ends without a signal
                 self._launch(job, a.rows[a.row_of(k)])
             elif job.status != "running":  # the same job again: shared with its first batch, not run twice
                 self._share_soon(job, batch)
@@ -295,6 +301,8 @@ class JobManager:
         """The rollout; one whose oldest turn lags the policy by more than its batch's max_staleness
         runs again from INIT, or comes back flagged, as the batch asks."""
         options = job.batches[0].options if job.batches else BatchOptions()
+        if job.go is not None:
+            await job.go.wait()
         for rerun in range(self.limits.max_stale_reruns + 1):
             record = await self._rollout(row)
             if options.max_staleness is None or self._policy_version is None or record.oldest_policy_version is None:
@@ -352,6 +360,7 @@ class JobManager:
                 }
             )
         failure = record.failure
+        job.reward = record.reward if failure is None else None
         job.task = None
         job.status = "completed" if not failure else "cancelled" if failure.type == FailureType.CANCELLED else "failed"
         self._active -= 1
@@ -403,6 +412,49 @@ class JobManager:
         elif batch.stop_after and batch.usable >= batch.stop_after and not batch.done:
             reason = f"stop_after: batch {batch.id} has {batch.usable} usable results"
             return self._cancel([self._jobs[i] for i in batch.job_ids], reason)
+        elif batch.options.target_groups and not batch.done:
+            return self._sample_dynamically(batch)
+        return []
+
+    def _groups(self, batch: _Batch) -> list[tuple[list[_Job | None], str]]:
+        """Each row's jobs and its group's state: informative, dropped (finished without a signal:
+        too few usable samples, or rewards all equal), cancelled (before any ran), running, waiting
+        (not started)."""
+        size, status_of = batch.options.group_size, dict(batch.results)
+        enough = batch.options.min_group_size or size
+        groups = []
+        for row in range(len(batch.job_ids) // size):
+            ids = batch.job_ids[row * size : (row + 1) * size]
+            jobs = [self._jobs.get(i) for i in ids]
+            rewards = [j.reward for i, j in zip(ids, jobs, strict=True) if status_of.get(i) == "completed" and j]
+            if len(rewards) >= enough and len(set(rewards)) > 1:
+                state = "informative"
+            elif all(i in status_of for i in ids):  # never run (all cancelled): not a group without a signal
+                state = "dropped" if any(status_of[i] != "cancelled" for i in ids) else "cancelled"
+            elif any(j is not None and j.go is not None and not j.go.is_set() for j in jobs):
+                state = "waiting"
+            else:
+                state = "running"
+            groups.append((jobs, state))
+        return groups
+
+    def _sample_dynamically(self, batch: _Batch) -> list[_Job]:
+        """Start queued groups until the running ones could make target_groups informative; once that
+        many are informative, cancel the rest. Returns the jobs this cancelled."""
+        groups, wanted = self._groups(batch), batch.options.target_groups
+        states = Counter(state for _, state in groups)
+        if states["informative"] >= wanted:
+            reason = f"dynamic sampling: batch {batch.id} has {states['informative']} informative groups"
+            return self._cancel([self._jobs[i] for i in batch.job_ids], reason)
+        open_slots = wanted - states["informative"] - states["running"]
+        for jobs, state in groups:
+            if open_slots <= 0:
+                break
+            if state == "waiting":
+                for job in jobs:
+                    if job is not None and job.go is not None:
+                        job.go.set()
+                open_slots -= 1
         return []
 
     def _schedule_deadline(self, batch: _Batch) -> None:
@@ -469,6 +521,7 @@ class JobManager:
                 usable_groups += 1
             elif all(job_id in status_of for job_id in group):
                 small_groups.append(row)
+        states = Counter(state for _, state in self._groups(b))
         return BatchProgress(
             batch_id=b.id,
             total=len(b.job_ids),
@@ -481,6 +534,10 @@ class JobManager:
             groups=len(b.job_ids) // size,
             usable_groups=usable_groups,
             small_groups=small_groups,
+            target_groups=b.options.target_groups,
+            informative_groups=states["informative"],
+            dropped_groups=states["dropped"] if b.options.target_groups else 0,
+            waiting_groups=states["waiting"],
         )
 
     def _job(self, job_id: str) -> _Job:

@@ -69,6 +69,11 @@ class SubmitRequest(BaseModel):
     # flagged) or returned with `stale: true` (`flag`). Within it, a rollout may span versions.
     max_staleness: int | None = Field(None, ge=0)
     on_stale: Literal["rerun", "flag"] = "rerun"
+    # Dynamic sampling (DAPO): K groups with a learning signal are wanted (at least min_group_size usable
+    # samples whose rewards are not all equal). The rows are a queue: groups are started for the first K,
+    # then one more each time a group ends without a signal (dropped), until K informative groups exist
+    # (the rest cancelled) or the rows run out. Needs samples_per_row >= 2; not with stop_after.
+    target_groups: int | None = Field(None, ge=1)
 
 
 class StopAfter(BaseModel):
@@ -105,6 +110,10 @@ class BatchProgress(BaseModel):
     # groups with at least min_group_size (default: all samples_per_row) usable samples
     usable_groups: int = 0
     small_groups: list[int] = Field(default_factory=list)  # rows of the finished groups that have fewer
+    target_groups: int | None = None  # dynamic sampling: informative groups wanted
+    informative_groups: int = 0  # usable groups whose rewards differ
+    dropped_groups: int = 0  # with target_groups: finished groups without a signal (a new row started for each)
+    waiting_groups: int = 0  # with target_groups: rows not started (yet)
 
 
 class CancelResult(BaseModel):

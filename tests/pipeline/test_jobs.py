@@ -125,6 +125,10 @@ async def test_results_stream_in_completion_order_and_the_stream_ends_with_the_b
         "groups": 3,
         "usable_groups": 3,
         "small_groups": [],
+        "target_groups": None,
+        "informative_groups": 0,
+        "dropped_groups": 0,
+        "waiting_groups": 0,
     }
 
 
@@ -614,4 +618,42 @@ async def test_a_stale_rollout_is_flagged_when_the_batch_asks_or_after_its_rerun
     fake.finish_from(4, oldest=1)
     (record,) = await asyncio.wait_for(collect(manager, unbounded.batch_id), 1)
     assert (record["staleness"], record["stale"]) == (None, False)
+    await manager.close()
+
+
+async def test_dynamic_sampling_starts_a_new_row_for_each_group_without_a_signal_until_k_are_informative(fake):
+    manager = JobManager(fake, JobLimits(cancel_wait_s=1))
+    await manager.start()
+    batch = await submit(manager, [row(i) for i in range(4)], samples_per_row=2, target_groups=2)
+    await settle(manager)
+    assert [c[0]["task_id"] for c in fake.calls] == ["t0", "t0", "t1", "t1"]  # two groups started, two queued
+    assert (await manager.batch(batch.batch_id)).waiting_groups == 2
+    fake.finish(0, reward=1.0)
+    fake.finish(1, reward=1.0)  # row 0: all solved, no signal: dropped, row 2 starts
+    await settle(manager)
+    assert [c[0]["task_id"] for c in fake.calls[4:]] == ["t2", "t2"]
+    fake.finish(2, reward=1.0)
+    fake.finish(3, reward=0.0)  # row 1: informative
+    fake.finish(4, reward=0.0)
+    fake.finish(5, reward=1.0)  # row 2: informative, the second: row 3 is not needed
+    records = await asyncio.wait_for(collect(manager, batch.batch_id), 2)
+    assert [r["status"] for r in records].count("cancelled") == 2 and len(records) == 8
+    assert "dynamic sampling" in records[-1]["failure"]["message"] and len(fake.calls) == 6  # row 3 never ran
+    progress = await manager.batch(batch.batch_id)
+    assert (progress.informative_groups, progress.dropped_groups, progress.waiting_groups) == (2, 1, 0)
+    with pytest.raises(JobError, match="samples_per_row >= 2 and no stop_after"):
+        await submit(manager, [row(0)], samples_per_row=2, target_groups=1, stop_after=2)
+    await manager.close()
+
+
+async def test_dynamic_sampling_ends_with_what_it_has_when_the_rows_run_out(fake):
+    manager = JobManager(fake, JobLimits(cancel_wait_s=1))
+    await manager.start()
+    batch = await submit(manager, [row(0), row(1)], samples_per_row=2, target_groups=2)
+    await settle(manager)
+    for i in range(4):
+        fake.finish(i, reward=1.0)  # every group uniform
+    records = await asyncio.wait_for(collect(manager, batch.batch_id), 2)
+    progress = await manager.batch(batch.batch_id)
+    assert len(records) == 4 and (progress.informative_groups, progress.dropped_groups) == (0, 2) and progress.done
     await manager.close()
