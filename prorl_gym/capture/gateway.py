@@ -138,7 +138,11 @@ class CaptureGateway:
                 if protocol is CHAT:
                     return Response(orjson.dumps(answer), status_code=status, media_type="application/json")
                 return self._error(protocol, status, "model_server_error", str(answer.get("error") or answer)[:2000])
-            answer = protocol.from_chat(answer, body)
+            try:
+                answer = protocol.from_chat(answer, body)
+            except (ValueError, NotImplementedError, KeyError, TypeError) as exc:  # a reply it cannot express
+                message = f"the policy's reply cannot be given in {protocol.name}: {exc!r}"
+                return self._error(protocol, 502, "unconvertible_reply", message[:2000])
             if body.get("stream"):
                 return StreamingResponse(iter(list(protocol.sse(answer))), media_type="text/event-stream")
             return Response(orjson.dumps(answer), media_type="application/json")
