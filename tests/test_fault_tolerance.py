@@ -20,9 +20,10 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import aiohttp
 import pytest
 
-from prorl_gym.client import ProRLClient, agent_url
+from prorl_gym.client import JobAPIError, ProRLClient, agent_url
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.paths import REPO_ROOT
@@ -120,6 +121,30 @@ def test_the_agent_killed_mid_batch_serves_every_result_once_at_the_same_offsets
     restarted = [r for r in again if any(f.type == "agent_restarted" for f in r.attempt_failures)]
     assert restarted, "the jobs in flight at the kill ran again, counted in attempts"
     assert all(r.attempts >= 2 for r in restarted)
+
+
+def test_the_agent_killed_mid_pause_comes_back_paused_at_its_version_and_loses_nothing(stack):
+    async def scenario():
+        async with ProRLClient(stack.agent_url) as client:
+            await client.set_policy_version(4)
+            batch = await client.submit(read_jsonl(MATH.example)[:3])
+            await client.pause()
+            os.kill(supervised_server(stack.session, MATH_AGENT_FOLDER), 9)
+            for _ in range(600):  # the supervisor starts it again; its journal has the pause
+                try:
+                    state = await client.policy()
+                    break
+                except (aiohttp.ClientError, JobAPIError):
+                    await asyncio.sleep(0.1)
+            progress = await client.progress(batch.batch_id)
+            resumed = await client.resume(version=5)
+            records = [r async for r in client.stream(batch.batch_id)]
+            return state, progress, resumed, records
+
+    state, progress, resumed, records = asyncio.run(scenario())
+    assert (state.version, state.paused) == (4, True) and progress.finished == 0  # held, nothing generated
+    assert (resumed.version, resumed.paused) == (5, False)
+    assert [r.reward for r in records] == [1.0] * 3 and all(set(r.policy_versions) == {5} for r in records)
 
 
 def test_metrics_are_scraped_from_every_server(stack):
