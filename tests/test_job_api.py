@@ -394,6 +394,22 @@ async def test_a_weight_update_pauses_generation_and_every_turn_says_its_version
     assert any(r.oldest_policy_version == 1 and r.newest_policy_version == 2 for r in records)  # spans the update
 
 
+async def test_rollouts_staler_than_the_batch_allows_run_again_or_come_back_flagged(client):
+    await client.set_policy_version(10)
+    flagged = await client.submit(rows("gold", 2), max_staleness=0, on_stale="flag")
+    rerun = await client.submit(rows("gold", 4)[2:], max_staleness=0)
+    await until(lambda: running(client), what="rollouts to run")
+    await asyncio.sleep(0.5)  # their first turns under version 10
+    await client.set_policy_version(11)  # new weights, no pause: turns from here on are version 11
+    flagged_records = [r async for r in client.stream(flagged.batch_id)]
+    rerun_records = [r async for r in client.stream(rerun.batch_id)]
+    # started under 10, finished when 11 is current: one version behind, beyond max_staleness 0
+    assert [(r.oldest_policy_version, r.staleness, r.stale) for r in flagged_records] == [(10, 1, True)] * 2
+    # run again from INIT under 11: within the bound
+    assert [(r.staleness, r.stale, set(r.policy_versions)) for r in rerun_records] == [(0, False, {11})] * 2
+    assert all(r.reward == 1.0 for r in flagged_records + rerun_records)
+
+
 async def test_the_async_training_example_overlaps_generation_with_training_and_bounds_staleness(client):
     reports = await training_loop(
         client,
