@@ -398,8 +398,12 @@ async def test_rollouts_staler_than_the_batch_allows_run_again_or_come_back_flag
     await client.set_policy_version(10)
     flagged = await client.submit(rows("gold", 2), max_staleness=0, on_stale="flag")
     rerun = await client.submit(rows("gold", 4)[2:], max_staleness=0)
-    await until(lambda: running(client), what="rollouts to run")
-    await asyncio.sleep(0.5)  # their first turns under version 10
+
+    async def all_running() -> bool:  # the 4 RUN workers busy with the 4 rollouts
+        return (await client.status()).stages["run"]["in_flight"] >= 4
+
+    await until(all_running, what="all four rollouts to run")
+    await asyncio.sleep(0.2)  # their first turns sent under version 10
     await client.set_policy_version(11)  # new weights, no pause: turns from here on are version 11
     flagged_records = [r async for r in client.stream(flagged.batch_id)]
     rerun_records = [r async for r in client.stream(rerun.batch_id)]
