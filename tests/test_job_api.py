@@ -414,6 +414,22 @@ async def test_rollouts_staler_than_the_batch_allows_run_again_or_come_back_flag
     assert all(r.reward == 1.0 for r in flagged_records + rerun_records)
 
 
+async def test_dynamic_sampling_starts_rows_until_k_groups_have_a_learning_signal(stack, client):
+    # row 0 always solved (a group without a signal); rows 1-3 drawn gold and wrong in turn per sample
+    data = rows("gold", 1) + rows("coin", 4)[1:]
+    batch = await client.submit(data, samples_per_row=2, target_groups=2)
+    records = [record async for record in client.stream(batch.batch_id)]
+    progress = await client.progress(batch.batch_id)
+    assert (progress.informative_groups, progress.dropped_groups, progress.waiting_groups) == (2, 1, 0)
+    by_task: dict[str, list] = {}
+    for record in records:
+        by_task.setdefault(record.task_id, []).append(record)
+    ran = [t["task_id"] for t in data[:3]]
+    assert [sorted(r.reward for r in by_task[t]) for t in ran] == [[1.0, 1.0], [0.0, 1.0], [0.0, 1.0]]
+    assert [r.failure.type.value for r in by_task[data[3]["task_id"]]] == ["cancelled"] * 2  # never needed
+    await no_sandboxes_left(stack)
+
+
 async def test_the_async_training_example_overlaps_generation_with_training_and_bounds_staleness(client):
     reports = await training_loop(
         client,

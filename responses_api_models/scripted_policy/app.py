@@ -82,6 +82,7 @@ class ScriptedPolicy:
         self.tool_aliases = tool_aliases or {}
         self._rows = {_key(_first_user_text(row["responses_create_params"]["input"])): row for row in rows}
         self._scripts: dict[tuple[str, str], list[Step]] = {}
+        self._coin: dict[str, int] = {}  # prompt -> conversations drawn in the coin mode
         # The "weights" it answers with (POST /weights, as a trainer loads new ones): once set, every answer's
         # text ends with WEIGHTS_MARK, so a test can tell which version produced which turn.
         self.weights_version: int | None = None
@@ -99,7 +100,7 @@ class ScriptedPolicy:
         model = body.get("model") or ""
         if not mode and model.startswith("scripted-"):
             mode = model.removeprefix("scripted-")
-        return mode if mode in MODES else self.default_mode
+        return mode if mode in (*MODES, COIN) else self.default_mode
 
     def latency_for(self, body: dict) -> float:
         """`metadata.scripted_latency_ms` (a slow generation for one row), else the server's default."""
@@ -111,12 +112,24 @@ class ScriptedPolicy:
 
     def next_step(self, messages: list[dict], mode: str, tools: list[dict] | None = None) -> Step:
         names = {(t.get("function") or t).get("name") for t in tools or []}
-        return self.step_for(_first_user_text(messages), _steps_done(messages), mode, names)
+        history = "".join(_text(m.get("content")) for m in messages if m.get("role") == "assistant")
+        return self.step_for(_first_user_text(messages), _steps_done(messages), mode, names, history)
 
-    def step_for(self, first_user_text: str, turn: int, mode: str, tools: set[str] | None = None) -> Step:
+    def step_for(
+        self, first_user_text: str, turn: int, mode: str, tools: set[str] | None = None, history: str = ""
+    ) -> Step:
         """What the script says at `turn` (0-based assistant turns) of the task with this first user message
-        (or one that wraps it: a harness's own prompt around the task), with the tools the request offers."""
+        (or one that wraps it: a harness's own prompt around the task), with the tools the request offers.
+        `history`: the conversation's earlier replies (the coin mode reads its draw there)."""
         key = _key(first_user_text)
+        coin = None
+        if mode == COIN:  # each new conversation of a prompt in turn gold, wrong, gold, ...: rewards that differ
+            if turn == 0 or not (drawn := COIN_MARK.search(history)):
+                coin = "gold" if self._coin.get(key, 0) % 2 == 0 else "wrong"
+                self._coin[key] = self._coin.get(key, 0) + 1
+            else:
+                coin = drawn.group(1)
+            mode = coin
         row = self._rows.get(key) or self._wrapped(key, first_user_text)
         if row is None:
             log.warning("scripted policy: no script for this prompt; answering that it has none")
@@ -132,6 +145,8 @@ class ScriptedPolicy:
             step = Step(
                 content=f"{step.content}{WEIGHTS_MARK.format(self.weights_version)}", tool_calls=step.tool_calls
             )
+        if coin is not None and turn == 0:
+            step = Step(content=f"{step.content} [sample: {coin}]", tool_calls=step.tool_calls)
         return step
 
     def _wrapped(self, key: str, text: str) -> dict | None:
@@ -150,6 +165,10 @@ class ScriptedPolicy:
 # harness's instructions would.
 SUBMIT_INSTRUCTION = re.compile(r"`(echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT[^`]*)`")
 WEIGHTS_MARK = " [weights v{}]"
+# metadata.scripted_mode "coin": a prompt's samples alternate gold and wrong (its first reply says which),
+# so a group's rewards differ, as a real policy's do (dynamic sampling keeps such groups)
+COIN = "coin"
+COIN_MARK = re.compile(r"\[sample: (gold|wrong)\]")
 # A harness whose run ends when the model answers without calling a tool (Claude Code): what it answers.
 FINAL_ANSWER = "The fix is in place."
 
@@ -293,7 +312,8 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
         if latency_s:
             await asyncio.sleep(latency_s)
         user, turn, thinking = tokens.conversation_of(prompt)
-        step = policy.step_for(user, turn, policy.mode_for(body), tokens.tools_of(prompt))
+        history = tokens.tokenizer.decode(prompt)
+        step = policy.step_for(user, turn, policy.mode_for(body), tokens.tools_of(prompt), history)
         generated = tokens.generate(step, thinking, drift_cases(user))
         generated, finish = _limited(generated, body.get("max_tokens"))
         sampled.append({"route": "completions", "ids": generated})
@@ -308,7 +328,8 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
             return JSONResponse(status_code=400, content={"error": "input_ids must be token ids"})
         params = body.get("sampling_params") or {}
         user, turn, thinking = tokens.conversation_of(prompt)
-        step = policy.step_for(user, turn, policy.mode_for(body), tokens.tools_of(prompt))
+        history = tokens.tokenizer.decode(prompt)
+        step = policy.step_for(user, turn, policy.mode_for(body), tokens.tools_of(prompt), history)
         generated = tokens.generate(step, thinking, drift_cases(user))
         generated, finish = _limited(generated, params.get("max_new_tokens"))
         sampled.append({"route": "generate", "ids": generated})

@@ -192,3 +192,14 @@ def test_the_tools_a_rendered_prompt_offers_are_read_from_its_tokens():
         RealTokens(tokenizer).tools_of(tokenizer.encode(tokenizer.render([{"role": "user", "content": "hi"}])))
         == set()
     )
+
+
+def test_the_coin_mode_alternates_gold_and_wrong_per_conversation_and_keeps_its_draw(client):
+    body = {"metadata": {"scripted_mode": "coin"}}
+    first, second = (chat(client, start(ROWS[0]), **body)["message"] for _ in range(2))
+    assert "[sample: gold]" in first["content"] and "[sample: wrong]" in second["content"]
+    # a later turn of the second conversation goes on as drawn: its answer is the wrong one
+    history = start(ROWS[0]) + [second] + [{"role": "tool", "tool_call_id": "c", "content": "42"}]
+    later = chat(client, history, **body)["message"]
+    wrong = chat(client, start(ROWS[0]) + [second, history[-1]], metadata={"scripted_mode": "wrong"})["message"]
+    assert later["content"] == wrong["content"]
