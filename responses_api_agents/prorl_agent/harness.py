@@ -37,6 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import aiohttp
+
 from prorl_gym.capture import CaptureGateway, CaptureLimits, CaptureRecord
 from prorl_gym.wire.failures import FailureType, RolloutFailure, Stage
 from prorl_gym.wire.resources import HarnessRunRequest, HarnessRunResponse
@@ -187,14 +189,18 @@ class HarnessLoop:
             cwd=harness.cwd,
             timeout_s=self.limits.max_run_time_s or UNLIMITED_RUN_S,
         )
-        async with asyncio.timeout(request.timeout_s + SANDBOX_RUN_GRACE_S):
-            response = await self.client.post(
-                server_name=self.resources_server,
-                url_path="/harness",
-                json=request.model_dump(),
-                cookies=self.resources_cookies,
-            )
-            payload = await response.read()
+        try:
+            async with asyncio.timeout(request.timeout_s + SANDBOX_RUN_GRACE_S):
+                response = await self.client.post(
+                    server_name=self.resources_server,
+                    url_path="/harness",
+                    json=request.model_dump(),
+                    cookies=self.resources_cookies,
+                )
+                payload = await response.read()
+        except (TimeoutError, aiohttp.ClientError) as exc:  # the resources server died or went silent
+            message = f"the resources server did not answer the harness's run: {exc!r}"
+            raise RolloutFailure(Stage.RUN, FailureType.TOOL_ERROR, message, infra=True) from exc
         if response.status in LOST_SANDBOX:
             message = f"the sandbox is lost under the harness ({response.status}): {payload[:1000]!r}"
             raise RolloutFailure(Stage.RUN, FailureType.SANDBOX_LOST, message, infra=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
+import aiohttp
 import pytest
 
 from prorl_gym.capture import CaptureGateway, CaptureRefused
@@ -207,3 +208,13 @@ async def test_in_the_sandbox_a_lost_sandbox_or_a_remote_one_is_typed(fake):
     with pytest.raises(RolloutFailure) as failed:
         await run(fake, InSandbox())
     assert failed.value.failure.type == FailureType.HARNESS_ERROR and "501" in failed.value.failure.message
+
+
+async def test_in_the_sandbox_a_resources_server_that_goes_silent_is_the_infrastructures(fake):
+    async def unreachable(body):
+        raise aiohttp.ClientConnectionError("connection reset")
+
+    fake.route("env", "/harness", unreachable)
+    with pytest.raises(RolloutFailure) as failed:
+        await run(fake, InSandbox())
+    assert failed.value.failure.type == FailureType.TOOL_ERROR and failed.value.failure.infra
