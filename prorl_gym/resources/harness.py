@@ -3,7 +3,7 @@
 """An agent harness run inside a rollout's sandbox (POST /harness), acting on the workspace directly.
 
 Its program comes from a prepared environment (.venvs/harnesses/<name>, built by make setup from
-the harness's requirements.txt) bound read-only into every sandbox of a server that lists it in
+the harness's requirements.txt or package.json) bound read-only into every sandbox of a server that lists it in
 `harness_envs`. Its model calls go to http://127.0.0.1:<port>/v1 on the sandbox's own loopback,
 where loopback_forward.py pipes them into a Unix socket bound into the sandbox (its directory the
 sandbox reads at the same path as the host). This module serves that socket on the host: the only
