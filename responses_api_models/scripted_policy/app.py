@@ -239,6 +239,12 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
 
     app.add_middleware(account)
 
+    def generate_for(prompt: list[int], body: dict) -> list[int]:
+        """What it generates after a token-id prompt (the conversation decoded once)."""
+        c = tokens.conversation_of(prompt)
+        step = policy.step_for(c.user, c.turns, policy.mode_for(body), c.tools, c.text)
+        return tokens.generate(step, c.thinking, drift_cases(c.user))
+
     @app.get("/stats")
     async def stats() -> dict:
         now = time.perf_counter()
@@ -311,10 +317,7 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
         latency_s = policy.latency_for(body)
         if latency_s:
             await asyncio.sleep(latency_s)
-        user, turn, thinking = tokens.conversation_of(prompt)
-        history = tokens.tokenizer.decode(prompt)
-        step = policy.step_for(user, turn, policy.mode_for(body), tokens.tools_of(prompt), history)
-        generated = tokens.generate(step, thinking, drift_cases(user))
+        generated = generate_for(prompt, body)
         generated, finish = _limited(generated, body.get("max_tokens"))
         sampled.append({"route": "completions", "ids": generated})
         return token_completion(tokens, body, prompt, generated, finish)
@@ -327,10 +330,7 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
         if tokens is None or not isinstance(prompt, list) or not prompt:
             return JSONResponse(status_code=400, content={"error": "input_ids must be token ids"})
         params = body.get("sampling_params") or {}
-        user, turn, thinking = tokens.conversation_of(prompt)
-        history = tokens.tokenizer.decode(prompt)
-        step = policy.step_for(user, turn, policy.mode_for(body), tokens.tools_of(prompt), history)
-        generated = tokens.generate(step, thinking, drift_cases(user))
+        generated = generate_for(prompt, body)
         generated, finish = _limited(generated, params.get("max_new_tokens"))
         sampled.append({"route": "generate", "ids": generated})
         logprobs = tokens.logprobs(generated)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from typing import NamedTuple
 
 from prorl_gym.scripted import Step
 from prorl_gym.tokens.parsers import parse
@@ -126,27 +127,38 @@ class RealTokens:
         return message, "tool_calls" if calls else "stop"
 
     # ------------------------------------------------------------------ reading a token-id prompt
-    def conversation_of(self, prompt: list[int]) -> tuple[str, int, bool]:
-        """(the first user message, assistant turns so far, thinking on) of a rendered conversation."""
+    def conversation_of(self, prompt: list[int]) -> Conversation:
+        """What the policy reads of a rendered conversation (decoded once)."""
         text = self.tokenizer.decode(prompt)
-        user = text.split("<|im_start|>user\n", 1)[-1].split(self.tokenizer.eos_token, 1)[0]
-        turns = text.count("<|im_start|>assistant\n") - 1
-        thinking = not text.endswith("<think>\n\n</think>\n\n")
-        return user, turns, thinking
+        return Conversation(
+            user=text.split("<|im_start|>user\n", 1)[-1].split(self.tokenizer.eos_token, 1)[0],
+            turns=text.count("<|im_start|>assistant\n") - 1,
+            thinking=not text.endswith("<think>\n\n</think>\n\n"),
+            tools=_tools_in(text),
+            text=text,
+        )
 
-    def tools_of(self, prompt: list[int]) -> set[str]:
-        """The names of the tools a rendered conversation offers (one JSON object a line in <tools>)."""
-        text = self.tokenizer.decode(prompt)
-        if "<tools>\n" not in text:  # the block; the system text before it names the tags inline
-            return set()
-        names = set()
-        for line in text.split("<tools>\n", 1)[1].split("\n</tools>", 1)[0].splitlines():
-            try:
-                tool = json.loads(line)
-            except ValueError:
-                continue
-            names.add((tool.get("function") or tool).get("name"))
-        return names - {None}
+
+class Conversation(NamedTuple):
+    user: str  # the first user message
+    turns: int  # assistant turns so far
+    thinking: bool  # thinking on
+    tools: set[str]  # the names of the tools it offers
+    text: str  # the whole of it
+
+
+def _tools_in(text: str) -> set[str]:
+    """The tools a rendered conversation offers (one JSON object a line in its <tools> block)."""
+    if "<tools>\n" not in text:  # the block; the system text before it names the tags inline
+        return set()
+    names = set()
+    for line in text.split("<tools>\n", 1)[1].split("\n</tools>", 1)[0].splitlines():
+        try:
+            tool = json.loads(line)
+        except ValueError:
+            continue
+        names.add((tool.get("function") or tool).get("name"))
+    return names - {None}
 
 
 def _as_vllm(message: dict) -> dict:

@@ -187,9 +187,11 @@ def test_the_tools_a_rendered_prompt_offers_are_read_from_its_tokens():
         pytest.skip(str(exc))
     tools = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("Bash", "Read")]
     prompt = tokenizer.encode(tokenizer.render([{"role": "user", "content": "hi <tools></tools>"}], tools))
-    assert RealTokens(tokenizer).tools_of(prompt) == {"Bash", "Read"}
+    assert RealTokens(tokenizer).conversation_of(prompt).tools == {"Bash", "Read"}
     assert (
-        RealTokens(tokenizer).tools_of(tokenizer.encode(tokenizer.render([{"role": "user", "content": "hi"}])))
+        RealTokens(tokenizer)
+        .conversation_of(tokenizer.encode(tokenizer.render([{"role": "user", "content": "hi"}])))
+        .tools
         == set()
     )
 
