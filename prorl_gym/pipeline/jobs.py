@@ -31,6 +31,7 @@ import orjson
 from prorl_gym.pipeline.admission import LISTED, Admission, JobError, admit, check_bounds
 from prorl_gym.pipeline.aggregate import percentile
 from prorl_gym.pipeline.branch import BranchError, branch_row
+from prorl_gym.pipeline.groups import Group, groups_of
 from prorl_gym.pipeline.journal import Journal, StreamOffset
 from prorl_gym.wire.failures import Failure, FailureType
 from prorl_gym.wire.jobs import Batch, BatchProgress, CancelResult, Job, JobLimits, Status, SubmitRequest
@@ -416,45 +417,35 @@ class JobManager:
             return self._sample_dynamically(batch)
         return []
 
-    def _groups(self, batch: _Batch) -> list[tuple[list[_Job | None], str]]:
-        """Each row's jobs and its group's state: informative, dropped (finished without a signal:
-        too few usable samples, or rewards all equal), cancelled (before any ran), running, waiting
-        (not started)."""
-        size, status_of = batch.options.group_size, dict(batch.results)
-        enough = batch.options.min_group_size or size
-        groups = []
-        for row in range(len(batch.job_ids) // size):
-            ids = batch.job_ids[row * size : (row + 1) * size]
-            jobs = [self._jobs.get(i) for i in ids]
-            rewards = [j.reward for i, j in zip(ids, jobs, strict=True) if status_of.get(i) == "completed" and j]
-            if len(rewards) >= enough and len(set(rewards)) > 1:
-                state = "informative"
-            elif all(i in status_of for i in ids):  # never run (all cancelled): not a group without a signal
-                state = "dropped" if any(status_of[i] != "cancelled" for i in ids) else "cancelled"
-            elif any(j is not None and j.go is not None and not j.go.is_set() for j in jobs):
-                state = "waiting"
-            else:
-                state = "running"
-            groups.append((jobs, state))
-        return groups
+    def _groups(self, batch: _Batch) -> list[Group]:
+        def reward_of(job_id: str) -> float | None:
+            return job.reward if (job := self._jobs.get(job_id)) is not None else None
+
+        def waiting(job_id: str) -> bool:
+            job = self._jobs.get(job_id)
+            return job is not None and job.go is not None and not job.go.is_set()
+
+        options = batch.options
+        return groups_of(
+            batch.job_ids, options.group_size, options.min_group_size, dict(batch.results), reward_of, waiting
+        )
 
     def _sample_dynamically(self, batch: _Batch) -> list[_Job]:
         """Start queued groups until the running ones could make target_groups informative; once that
         many are informative, cancel the rest. Returns the jobs this cancelled."""
         groups, wanted = self._groups(batch), batch.options.target_groups
-        states = Counter(state for _, state in groups)
+        states = Counter(group.state for group in groups)
         if states["informative"] >= wanted:
             reason = f"dynamic sampling: batch {batch.id} has {states['informative']} informative groups"
             return self._cancel([self._jobs[i] for i in batch.job_ids], reason)
         open_slots = wanted - states["informative"] - states["running"]
-        for jobs, state in groups:
+        for group in (g for g in groups if g.state == "waiting"):
             if open_slots <= 0:
                 break
-            if state == "waiting":
-                for job in jobs:
-                    if job is not None and job.go is not None:
-                        job.go.set()
-                open_slots -= 1
+            for job in (self._jobs.get(i) for i in group.job_ids):
+                if job is not None and job.go is not None:
+                    job.go.set()
+            open_slots -= 1
         return []
 
     def _schedule_deadline(self, batch: _Batch) -> None:
@@ -512,16 +503,8 @@ class JobManager:
 
     async def batch(self, batch_id: str) -> BatchProgress:
         b = self._batch(batch_id)
-        status_of, size = dict(b.results), b.options.group_size
-        enough = b.options.min_group_size or size
-        usable_groups, small_groups = 0, []
-        for row in range(len(b.job_ids) // size):
-            group = b.job_ids[row * size : (row + 1) * size]
-            if sum(status_of.get(job_id) == "completed" for job_id in group) >= enough:
-                usable_groups += 1
-            elif all(job_id in status_of for job_id in group):
-                small_groups.append(row)
-        states = Counter(state for _, state in self._groups(b))
+        groups = self._groups(b)
+        states = Counter(group.state for group in groups)
         return BatchProgress(
             batch_id=b.id,
             total=len(b.job_ids),
@@ -531,9 +514,9 @@ class JobManager:
             stop_after=b.stop_after,
             deadline=b.options.deadline,
             expired=b.options.expired,
-            groups=len(b.job_ids) // size,
-            usable_groups=usable_groups,
-            small_groups=small_groups,
+            groups=len(groups),
+            usable_groups=sum(group.usable for group in groups),
+            small_groups=[group.row for group in groups if group.finished and not group.usable],
             target_groups=b.options.target_groups,
             informative_groups=states["informative"],
             dropped_groups=states["dropped"] if b.options.target_groups else 0,
