@@ -24,6 +24,7 @@ from nemo_gym.responses_converter import ResponsesConverter
 from pydantic import ValidationError
 
 from prorl_gym.errors import ProrlError
+from prorl_gym.wire.resources import CHAT_COMPLETIONS_PATH, MESSAGES_PATH, MODEL_PATHS, RESPONSES_PATH
 
 # No ids in or out: the harness's are dropped (trajectory.py attaches the model's); the answer has none.
 _RESPONSES = ResponsesConverter(return_token_id_information=False)
@@ -148,11 +149,11 @@ def _anthropic_error(status: int, type_: str, message: str) -> dict:
     return {"type": "error", "error": {"type": kinds.get(status, "api_error"), "message": f"{type_}: {message}"}}
 
 
-CHAT = WireProtocol("chat_completions", "chat/completions", _chat_to_chat, lambda c, _: c, _openai_error)
-RESPONSES = WireProtocol("responses", "responses", _responses_to_chat, _chat_to_response, _openai_error)
+CHAT = WireProtocol("chat_completions", CHAT_COMPLETIONS_PATH, _chat_to_chat, lambda c, _: c, _openai_error)
+RESPONSES = WireProtocol("responses", RESPONSES_PATH, _responses_to_chat, _chat_to_response, _openai_error)
 MESSAGES = WireProtocol(
     "anthropic_messages",
-    "messages",
+    MESSAGES_PATH,
     _messages_to_chat,
     _chat_to_message,
     _anthropic_error,
@@ -160,3 +161,4 @@ MESSAGES = WireProtocol(
     sse=_ANTHROPIC.anthropic_response_to_sse,
 )
 PROTOCOLS = {p.path: p for p in (CHAT, RESPONSES, MESSAGES)}
+assert set(PROTOCOLS) == MODEL_PATHS  # an in-sandbox harness reaches each, and nothing else

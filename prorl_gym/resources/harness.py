@@ -29,11 +29,9 @@ from prorl_gym.paths import REPO_ROOT
 from prorl_gym.sandbox import SandboxAPI
 from prorl_gym.sandbox.backends.inside import python_dirs
 from prorl_gym.sandbox.spec import Bind
-from prorl_gym.wire.resources import HarnessRunRequest, HarnessRunResponse
+from prorl_gym.wire.resources import MODEL_PATHS, HarnessRunRequest, HarnessRunResponse
 
 HARNESS_ENVS_DIR = REPO_ROOT / ".venvs" / "harnesses"
-# under /v1: what a harness may call (the capture's protocols: chat completions, Responses, Anthropic Messages)
-MODEL_PATHS = frozenset({"chat/completions", "responses", "messages"})
 MAX_BODY_BYTES = 64 << 20
 FORWARDER = Path(__file__).with_name("loopback_forward.py")
 

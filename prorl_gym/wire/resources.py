@@ -55,6 +55,12 @@ class CheckRowsResponse(BaseModel):
     problems: list[RowProblem]
 
 
+# The capture endpoint's protocols, by their path under its base URL (prorl_gym/capture/protocols.py):
+# also all that an in-sandbox harness's model socket passes on (prorl_gym/resources/harness.py).
+CHAT_COMPLETIONS_PATH, RESPONSES_PATH, MESSAGES_PATH = "chat/completions", "responses", "messages"
+MODEL_PATHS = frozenset({CHAT_COMPLETIONS_PATH, RESPONSES_PATH, MESSAGES_PATH})
+
+
 class HarnessRunRequest(BaseModel):
     """Run an agent harness inside the session's sandbox (POST /harness): a program of a prepared
     environment bound read-only into every sandbox of the server (its `harness_envs`), pointed at the
