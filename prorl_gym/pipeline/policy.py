@@ -32,7 +32,7 @@ class PolicyGate:
         self.journal = journal
         self.version = 0
         self.paused = False
-        self.paused_s = 0.0  # finished pauses, since the agent started
+        self._paused_done_s = 0.0  # finished pauses, since the agent started
         self.aborted = 0  # calls aborted by a pause, since the agent started (each issued again)
         self._paused_at = 0.0  # monotonic
         self._running = asyncio.Event()
@@ -48,12 +48,16 @@ class PolicyGate:
             if stored.get("paused"):
                 self._pause()
 
+    @property
+    def paused_s(self) -> float:
+        """Time paused since the agent started, the current pause included."""
+        return self._paused_done_s + (time.monotonic() - self._paused_at if self.paused else 0.0)
+
     def state(self) -> PolicyState:
-        paused_s = self.paused_s + (time.monotonic() - self._paused_at if self.paused else 0.0)
         return PolicyState(
             version=self.version,
             paused=self.paused,
-            paused_s=round(paused_s, 3),
+            paused_s=round(self.paused_s, 3),
             in_flight=len(self._in_flight),
             held=self._held,
             aborted=self.aborted,
@@ -79,7 +83,7 @@ class PolicyGate:
         if version is not None:
             self.version = version
         if self.paused:
-            self.paused_s += time.monotonic() - self._paused_at
+            self._paused_done_s += time.monotonic() - self._paused_at
             self.paused = False
             self._running.set()
         await self._save()

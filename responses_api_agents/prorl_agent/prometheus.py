@@ -41,7 +41,7 @@ class AgentMetrics(ServerMetrics):
         paused = self.gauge("prorl_policy_paused", "1 while the trainer has generation paused")
         paused.set_function(lambda: float(gate.paused))
         paused_s = self.gauge("prorl_policy_paused_seconds", "Time paused since the agent started")
-        paused_s.set_function(lambda: gate.state().paused_s)
+        paused_s.set_function(lambda: gate.paused_s)
 
     def attempt(self, record: RolloutRecord) -> None:
         """One run of the pipeline (the RolloutPipeline's on_attempt hook)."""

@@ -188,16 +188,12 @@ class RolloutPipeline:
             a.loop = self.new_loop(params, tools, a.cookies, branch)
             if row.get(SNAPSHOTS_KEY, self.snapshots) == "every_turn":
                 a.loop.on_turn = lambda turn: self._snapshot(a, turn)
-            paused_before = self.gate.state().paused_s if self.gate else 0.0
+            paused_before = self.gate.paused_s if self.gate else 0.0
             try:
                 stop_reason = await self.pools[Stage.RUN].run(a.loop.run, a.timings)
             except RolloutFailure as exc:
                 # Held by a pause for a weight update past its RUN timeout: the trainer's doing, not the task's.
-                if (
-                    exc.failure.type == FailureType.TIMEOUT
-                    and self.gate
-                    and self.gate.state().paused_s > paused_before
-                ):
+                if exc.failure.type == FailureType.TIMEOUT and self.gate and self.gate.paused_s > paused_before:
                     message = f"{exc.failure.message}, paused for a weight update meanwhile"
                     raise RolloutFailure(Stage.RUN, FailureType.TIMEOUT, message, infra=True) from exc
                 raise
