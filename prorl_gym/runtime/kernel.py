@@ -19,20 +19,17 @@ import re
 import signal
 import time
 from functools import cache
-from pathlib import Path
-from typing import Protocol
 
 import zmq
 import zmq.asyncio
 from jupyter_client.asynchronous import AsyncKernelClient
-from pydantic import BaseModel
 
-from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.fdwait import fd_event
 from prorl_gym.runtime.iopub import IOPubReader
 from prorl_gym.runtime.kernel_sockets import new_connection, seal
 from prorl_gym.runtime.output import BoundedOutput
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap, signal_group
+from prorl_gym.runtime.python import KernelError, KernelHost, PythonResult
 from prorl_gym.runtime.zygote import KernelZygote, ZygoteError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -50,25 +47,6 @@ LAUNCHER = (
 )
 
 
-class KernelHost(Protocol):
-    """Where a kernel runs: the parts of a sandbox placement it needs."""
-
-    socket_dir: Path  # sockets, same absolute path inside and out
-    control_dir: Path  # connection files: readable inside, never writable
-    log_dir: Path  # kernel logs: outside the sandbox
-    python: str
-    workspace: str
-    sandbox_uid: int | None  # the sandbox's host uid, if it is not ours
-    spawn_fds: dict[int, int]
-    init_pid: int | None  # pid 1 of the sandbox's namespaces, for a zygote to join (None: none to join)
-    own_pid_namespace: bool  # the sandbox sees only its own processes
-    rlimits: dict[str, int | list[int]]  # what a forked kernel sets on itself (a wrapped one gets them from wrap)
-
-    def wrap(self, argv: list[str]) -> list[str]: ...
-
-    def environment(self) -> dict[str, str]: ...
-
-
 @cache
 def _client_context() -> zmq.asyncio.Context:
     """One ZMQ context for kernel clients; its sockets never reconnect to a vanished path."""
@@ -81,21 +59,6 @@ def _client_context() -> zmq.asyncio.Context:
 def _iopub_context() -> zmq.Context:
     """The same context, for the plain sockets of IOPubReader."""
     return zmq.Context.shadow(_client_context())
-
-
-class KernelError(ProrlError):
-    """The kernel could not be started."""
-
-
-class PythonResult(BaseModel):
-    """What one Python execution produced: printed text, results, and the traceback if it raised."""
-
-    output: str
-    error: dict | None = None  # {"ename", "evalue", "traceback"} when the code raised
-    timed_out: bool = False
-    truncated: bool = False
-    kernel_restarted: bool = False
-    duration_s: float = 0.0
 
 
 class IPythonKernel:

@@ -1,10 +1,10 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""Client side of the kernel zygote (see zygote_main.py): start it, ask it for kernels.
+"""Client side of the zygote (see zygote_main.py): start it, ask it for Python runtimes.
 
-One zygote per resources server (per sandbox Python and uid), shared by its sandboxes.
-Requests are serialised (the zygote forks one kernel at a time, in ~1 ms); each returns
-the host pid of a kernel already inside the asked-for sandbox. Explicit lifecycle:
+One zygote per resources server (per sandbox Python, uid and runtime kind), shared by its
+sandboxes. Requests are serialised (the zygote forks one runtime at a time, in ~1 ms); each
+returns the host pid of a runtime already inside the asked-for sandbox. Explicit lifecycle:
 `start()` / `close()`.
 """
 
@@ -19,6 +19,7 @@ from pathlib import Path
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap, signal_group
+from prorl_gym.runtime.python import PythonRuntimeKind
 
 ZYGOTE_MAIN = Path(__file__).with_name("zygote_main.py")
 CHILD_FD = 3
@@ -32,16 +33,18 @@ class ZygoteError(ProrlError):
 class ZygoteConfig:
     """How to start a zygote (a backend says, per sandbox spec); equal configs can share one."""
 
-    python: str  # the sandbox's interpreter, with ipykernel
+    python: str  # the sandbox's interpreter (with ipykernel for runtime ipython)
     prefix: tuple[str, ...]  # e.g. setpriv: the zygote runs as the sandbox uid, never root
     env: tuple[tuple[str, str], ...]
     log_path: str
+    runtime: PythonRuntimeKind = "ipython"  # what it forks: IPython kernels or lean REPLs
 
 
 class KernelZygote:
     def __init__(self, config: ZygoteConfig, start_timeout_s: float = 60.0):
         self.config = config
         self._python = config.python
+        self.runtime = config.runtime
         self._prefix = list(config.prefix)
         self._env = dict(config.env)
         self._log_path = config.log_path
@@ -52,7 +55,7 @@ class KernelZygote:
 
     async def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        argv = [*self._prefix, self._python, "-I", str(ZYGOTE_MAIN), str(CHILD_FD)]
+        argv = [*self._prefix, self._python, "-I", str(ZYGOTE_MAIN), str(CHILD_FD), self.runtime]
         try:
             self.pid = os.posix_spawnp(
                 argv[0],
@@ -92,12 +95,13 @@ class KernelZygote:
         fds: list[int],
         env: dict[str, str],
         cwd: str,
-        connection_file: str,
+        connection_file: str | None,
         rlimits: dict[str, int | list[int]],
     ) -> int:
-        """A kernel in the sandbox whose pid 1 is init_pid (None: no namespaces to join).
+        """A runtime in the sandbox whose pid 1 is init_pid (None: no namespaces to join).
 
-        fds: [log, ready] or [log, ready, user namespace]. Returns the kernel's host pid."""
+        fds: the runtime's two ([log, ready] for a kernel, [output, control] for a REPL), then the
+        sandbox's user namespace if there is one to join. Returns the runtime's host pid."""
         if self._channel is None:
             raise ZygoteError("the kernel zygote is not running")
         request = json.dumps(

@@ -1,23 +1,27 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""The kernel zygote: a pre-imported interpreter that forks one IPython kernel per request.
+"""The zygote: a pre-imported interpreter that forks one Python runtime per request.
 
-Run by the *sandbox's* Python (`python -I zygote_main.py <fd>`), as the sandbox uid. A fresh
-kernel costs ~0.7 CPU-s (imports); a forked one ~0.06. Standalone on purpose (stdlib and
-the sandbox's own packages only): the sandbox's Python cannot import prorl_gym.
+Run by the *sandbox's* Python (`python -I zygote_main.py <fd> <runtime>`), as the sandbox uid.
+runtime `ipython`: it forks IPython kernels (a fresh kernel costs ~0.7 CPU-s of imports, a
+forked one ~0.06); `repl`: the lean interpreter of repl_main.py (a few CPU-ms). Standalone on
+purpose (stdlib and the sandbox's own packages only): the sandbox's Python cannot import
+prorl_gym.
 
-Per request (JSON on a SOCK_SEQPACKET socket, fds by SCM_RIGHTS: log, ready[, userns]):
+Per request (JSON on a SOCK_SEQPACKET socket, fds by SCM_RIGHTS: two of the runtime's[, userns]):
 fork an intermediate that joins the sandbox's namespaces (user first, by fd; mount last,
-which also moves its root and cwd into the sandbox), forks the kernel there (the pid
-namespace applies to children), reports the kernel's host pid and exits. The kernel starts
-its own session, keeps only its log and ready fds, takes the sandbox's rlimits and
-environment, binds its sockets and writes "bound" to the ready fd. No user code ever runs
-outside the sandbox, and nothing secret passes through the zygote (the connection key is
-read by the kernel itself from the connection file).
+which also moves its root and cwd into the sandbox), forks the runtime there (the pid
+namespace applies to children), reports its host pid and exits. The runtime starts its own
+session, keeps only its two fds, takes the sandbox's rlimits and environment. A kernel's fds
+are (log, ready): it binds its sockets and writes "bound" to ready; a REPL's are (output,
+control): its stdout/stderr and its request channel. No user code ever runs outside the
+sandbox, and nothing secret passes through the zygote (a kernel's connection key is read by
+the kernel itself from the connection file).
 """
 
 import ctypes
 import gc
+import importlib.util
 import json
 import logging
 import os
@@ -25,20 +29,16 @@ import resource
 import signal
 import socket
 import sys
+import traceback
 
 os.environ.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")  # no threads to fork
-# No debugger in a sandbox kernel: ipykernel then builds none per kernel (and lists no modules
-# for it), and debugpy/pydevd stay out of the zygote's memory, which every fork copies.
-sys.modules["debugpy"] = None
-
-import ipykernel.comm
-import ipykernel.ipkernel
-import ipykernel.zmqshell  # noqa: F401
-import IPython.core.completer  # noqa: F401
-from ipykernel.kernelapp import IPKernelApp
-from traitlets.config import Config
+RUNTIME = sys.argv[2] if len(sys.argv) > 2 else "ipython"
+REPL_MAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "repl_main.py")
+repl_main = None  # that file as a module, loaded by main() when RUNTIME is repl
 
 PRELOAD = ("numpy", "sympy", "scipy")
+# What the REPL shows values with (IPython's own pretty printer), when the sandbox has IPython.
+REPL_PRELOAD = ("IPython.lib.pretty", "asyncio")
 # What IPKernelApp.initialize imports lazily: imported once here, ~8 CPU-ms less per kernel.
 KERNEL_LAZY_IMPORTS = (
     "IPython.core.completerlib",
@@ -70,33 +70,44 @@ RLIMITS = {
 libc = ctypes.CDLL(None, use_errno=True)
 
 
-# What the server's `ipykernel_launcher` command line says, as config: no argument parsing per kernel.
-# And no 0.5 ms sleep after each execution: ipykernel's workaround for clients that stop reading
-# at execute_reply; ours reads IOPub until the execution's idle status, which comes after its output.
-KERNEL_CONFIG = Config(
-    {
-        "HistoryManager": {"enabled": False},
-        "Application": {"log_level": logging.CRITICAL},
-        "IPythonKernel": {"_execute_sleep": 0.0},
-    }
-)
+if RUNTIME == "ipython":
+    # No debugger in a sandbox kernel: ipykernel then builds none per kernel (and lists no modules
+    # for it), and debugpy/pydevd stay out of the zygote's memory, which every fork copies.
+    sys.modules["debugpy"] = None
 
+    import ipykernel.comm
+    import ipykernel.ipkernel
+    import ipykernel.zmqshell  # noqa: F401
+    import IPython.core.completer  # noqa: F401
+    from ipykernel.kernelapp import IPKernelApp
+    from traitlets.config import Config
 
-class ZygoteKernelApp(IPKernelApp):
-    """IPKernelApp configured by the zygote instead of a command line (parsing one costs a
-    kernel ~3 CPU-ms), and without the `storemagic` extension (%store keeps values in the
-    profile directory across sessions: nothing a sandbox kernel should have)."""
+    # What the server's `ipykernel_launcher` command line says, as config: no argument parsing per
+    # kernel. And no 0.5 ms sleep after each execution: ipykernel's workaround for clients that stop
+    # reading at execute_reply; ours reads IOPub until the execution's idle status, after its output.
+    KERNEL_CONFIG = Config(
+        {
+            "HistoryManager": {"enabled": False},
+            "Application": {"log_level": logging.CRITICAL},
+            "IPythonKernel": {"_execute_sleep": 0.0},
+        }
+    )
 
-    def parse_command_line(self, argv=None):
-        pass
+    class ZygoteKernelApp(IPKernelApp):
+        """IPKernelApp configured by the zygote instead of a command line (parsing one costs a
+        kernel ~3 CPU-ms), and without the `storemagic` extension (%store keeps values in the
+        profile directory across sessions: nothing a sandbox kernel should have)."""
 
-    def init_extensions(self):
-        self.default_extensions = []
-        super().init_extensions()
+        def parse_command_line(self, argv=None):
+            pass
 
-    def init_heartbeat(self):
-        """No heartbeat: the server watches a kernel's process (pidfd), it never pings it. A thread,
-        and a zmq context with two threads of its own, less per kernel."""
+        def init_extensions(self):
+            self.default_extensions = []
+            super().init_extensions()
+
+        def init_heartbeat(self):
+            """No heartbeat: the server watches a kernel's process (pidfd), it never pings it. A
+            thread, and a zmq context with two threads of its own, less per kernel."""
 
 
 def _check(result: int, what: str) -> None:
@@ -123,15 +134,15 @@ def _join(init_pid: int, userns_fd: int) -> None:
         os.close(fd)
 
 
-def _kernel(req: dict, log_fd: int, ready_fd: int) -> None:
-    """In the sandbox: become the kernel. Never returns."""
+def _enter(req: dict, out_fd: int, fd3: int) -> None:
+    """In the sandbox: become the runtime's process, with out_fd as stdout/stderr and fd3 as fd 3."""
     os.setsid()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
-    os.dup2(log_fd, 1)
-    os.dup2(log_fd, 2)
-    os.dup2(ready_fd, 3)
+    os.dup2(out_fd, 1)
+    os.dup2(out_fd, 2)
+    os.dup2(fd3, 3)
     os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[0])  # nothing of the zygote's stays open
     for name, value in req["rlimits"].items():
         soft, hard = value if isinstance(value, list) else (value, value)
@@ -140,6 +151,18 @@ def _kernel(req: dict, log_fd: int, ready_fd: int) -> None:
     os.chdir(req["cwd"])
     os.environ.clear()
     os.environ.update(req["env"])
+
+
+def _repl(req: dict, out_fd: int, control_fd: int) -> None:
+    """In the sandbox: become the REPL (repl_main.serve). Never returns."""
+    _enter(req, out_fd, control_fd)
+    repl_main.serve(3)
+    os._exit(0)
+
+
+def _kernel(req: dict, log_fd: int, ready_fd: int) -> None:
+    """In the sandbox: become the kernel. Never returns."""
+    _enter(req, log_fd, ready_fd)
     app = ZygoteKernelApp.instance(config=KERNEL_CONFIG, connection_file=req["connection_file"])
     app.initialize([])
     os.write(3, b"bound")
@@ -151,12 +174,16 @@ def _kernel(req: dict, log_fd: int, ready_fd: int) -> None:
 def _spawn(req: dict, fds: list[int], report_w: int) -> None:
     """The intermediate: join the sandbox, fork the kernel there, report its pid. Never returns."""
     try:
-        log_fd, ready_fd, *userns = fds
+        first, second, *userns = fds
         if req.get("init_pid"):
             _join(req["init_pid"], userns[0])
         pid = os.fork()
         if pid == 0:
-            _kernel(req, log_fd, ready_fd)
+            try:
+                (_repl if RUNTIME == "repl" else _kernel)(req, first, second)
+            finally:  # never back into the zygote's loop: what went wrong is on its stderr (log, output)
+                traceback.print_exc()
+                os._exit(1)
         os.write(report_w, json.dumps({"pid": pid}).encode())
         os._exit(0)
     except BaseException as exc:  # noqa: BLE001 - reported to the server as a start failure
@@ -175,14 +202,25 @@ def _load_color_themes() -> None:
         pass
 
 
+def _load_repl():
+    spec = importlib.util.spec_from_file_location("prorl_repl_main", REPL_MAIN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
+    global repl_main
     channel = socket.socket(fileno=int(sys.argv[1]))
-    for module in PRELOAD + KERNEL_LAZY_IMPORTS:
+    for module in PRELOAD + (REPL_PRELOAD if RUNTIME == "repl" else KERNEL_LAZY_IMPORTS):
         try:
             __import__(module)
         except ImportError:
             pass
-    _load_color_themes()
+    if RUNTIME == "repl":
+        repl_main = _load_repl()
+    else:
+        _load_color_themes()
     gc.collect()
     gc.freeze()  # kernels forked from here leave these objects alone when they collect: fewer pages copied
     _check(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "subreaper")

@@ -3,7 +3,7 @@
 """Sandboxes: a persistent shell, a lazy IPython kernel and files, behind one async API."""
 
 from prorl_gym.runtime.files import EditError, SandboxFileError, SandboxFileNotFound, SandboxFileTooLarge
-from prorl_gym.runtime.kernel import PythonResult
+from prorl_gym.runtime.python import PythonResult
 from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.sandbox.api import Forkable, SandboxAPI, TemplateAPI
 from prorl_gym.sandbox.backends.kinds import RunsImages, UnknownBackendError

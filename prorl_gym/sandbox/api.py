@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Protocol, Self, runtime_checkable
 
 from prorl_gym.runtime.files import resolve_path
-from prorl_gym.runtime.kernel import PythonResult
+from prorl_gym.runtime.python import PythonResult
 from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.sandbox.spec import SandboxSpec
 

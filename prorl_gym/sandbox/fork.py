@@ -69,10 +69,10 @@ CAPTURE_PYTHON = f"""
 def __prorl_capture(path):
     import json, os, sys, types
     import cloudpickle
-    ip = get_ipython()
-    hidden = set(ip.user_ns_hidden)
+    ns = globals()  # the session's namespace, in a REPL as in an IPython kernel
+    hidden = set(ns['get_ipython']().user_ns_hidden) if 'get_ipython' in ns else set()
     modules, values, dropped = {{}}, {{}}, []
-    for name, value in list(ip.user_ns.items()):
+    for name, value in list(ns.items()):
         if name.startswith('_') or name in hidden:
             continue
         if isinstance(value, types.ModuleType):
@@ -100,7 +100,7 @@ def __prorl_restore(path):
     import cloudpickle
     with open(path, 'rb') as f:
         state = cloudpickle.load(f)
-    ns = get_ipython().user_ns
+    ns = globals()
     for name, module in state['modules'].items():
         try:
             ns[name] = importlib.import_module(module)

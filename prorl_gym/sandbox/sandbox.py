@@ -21,7 +21,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from prorl_gym.runtime.files import FileChannelError, SandboxFiles
-from prorl_gym.runtime.kernel import IPythonKernel, KernelError, PythonResult
+from prorl_gym.runtime.kernel import IPythonKernel
+from prorl_gym.runtime.python import KernelError, PythonResult, PythonRuntime
+from prorl_gym.runtime.repl import PythonRepl
 from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
 from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox.api import Forkable, SandboxAPI
@@ -40,6 +42,7 @@ from prorl_gym.sandbox.leases import Lease, abandon_lease, lease_for, remove_lea
 from prorl_gym.sandbox.spec import SandboxSpec
 
 BASH_ARGV = ["bash", "--noprofile", "--norc", "--noediting", "-i"]
+PYTHON_RUNTIMES = {"repl": PythonRepl, "ipython": IPythonKernel}  # SandboxSpec.python_runtime
 EXIT_WAIT_S = 2.0  # at close, how long the shells' and kernel's wrappers may take to exit by themselves
 
 
@@ -68,7 +71,7 @@ class Sandbox(SandboxAPI, Forkable):
         self._shell_start = asyncio.Lock()
         self.python_state_pending = False
         self._file_shell = self._new_shell(spec.output_limit_bytes)
-        self._kernel: IPythonKernel | None = None
+        self._kernel: PythonRuntime | None = None
         self._kernel_warm_up: asyncio.Task | None = None
         self._lazy_start = asyncio.Lock()  # the kernel and the file shell start on first use
         self.files = SandboxFiles(self._file_shell, placement.workspace, timeout_s=spec.file_timeout_s)
@@ -114,7 +117,7 @@ class Sandbox(SandboxAPI, Forkable):
         warm_up = self._kernel_warm_up
         if warm_up is not None:
             warm_up.cancel()
-        if self._kernel is not None:  # no reads while the kernel dies (see IPythonKernel.stop_reading)
+        if self._kernel is not None:  # no reads while it dies (see IPythonKernel.stop_reading)
             self._kernel.stop_reading()
         # The placement first: it ends every process inside, so the shells' and kernel's
         # host-side wrappers see their child exit and are reaped here, not by the host's init.
@@ -171,7 +174,8 @@ class Sandbox(SandboxAPI, Forkable):
             raise SandboxUnresponsiveError(f"sandbox {self.id}: {exc}") from exc
 
     async def python(self, code: str, timeout: float | None = None) -> PythonResult:
-        """Run code in the sandbox's IPython kernel, starting it on first use."""
+        """Run code in the sandbox's Python (its spec's runtime: a lean REPL or an IPython kernel),
+        starting it on first use."""
         kernel = await self._get_kernel()
         try:
             return await kernel.execute(code, timeout or self.spec.python_timeout_s)
@@ -210,11 +214,11 @@ class Sandbox(SandboxAPI, Forkable):
         with contextlib.suppress(KernelError, SandboxError):
             await (await self._get_kernel()).warm_up()
 
-    async def _get_kernel(self) -> IPythonKernel:
+    async def _get_kernel(self) -> PythonRuntime:
         self._check_open()
         async with self._lazy_start:
             if self._kernel is None:
-                kernel = IPythonKernel(
+                kernel = PYTHON_RUNTIMES[self.spec.python_runtime](
                     self.placement,
                     output_limit=self.spec.output_limit_bytes,
                     start_timeout_s=self.spec.start_timeout_s,
@@ -226,7 +230,7 @@ class Sandbox(SandboxAPI, Forkable):
                 self._kernel = kernel
             return self._kernel
 
-    async def _restore_python(self, kernel: IPythonKernel) -> None:
+    async def _restore_python(self, kernel: PythonRuntime) -> None:
         try:
             result = await kernel.execute(RESTORE_PYTHON, self.spec.python_timeout_s)
         except KernelError as exc:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, Field, SerializeAsAny
 
+from prorl_gym.runtime.python import PythonRuntimeKind
 from prorl_gym.sandbox.backends.kinds import BackendOptions, options_class
 from prorl_gym.sandbox.layout import default_python, default_root_dir
 
@@ -84,8 +85,12 @@ class SandboxSpec(BaseModel):
     template_dir: str | None = None
     staging: bool = False
     kernel_python: str = Field(
-        default_factory=default_python, description="Interpreter inside the sandbox with ipykernel."
+        default_factory=default_python, description="Interpreter inside the sandbox (with ipykernel for `ipython`)."
     )
+    # The Python tool's runtime (runtime/python.py): `repl`, a lean persistent interpreter (state, the last
+    # value shown as IPython shows it, tracebacks, interrupts, top-level await); `ipython`, a real kernel
+    # (magics, rich display, get_ipython()) at ~10x the CPU per rollout.
+    python_runtime: PythonRuntimeKind = "repl"
 
     def with_backend(self, **options: Any) -> SandboxSpec:
         """This spec with some of its backend's options changed."""

@@ -9,7 +9,7 @@ import zmq
 from jupyter_client.session import Session
 
 from prorl_gym.runtime.iopub import IOPubReader
-from prorl_gym.sandbox import Sandbox
+from prorl_gym.sandbox import Sandbox, create_sandbox
 
 KEY = b"0123456789abcdef"
 
@@ -64,9 +64,19 @@ async def test_stop_ends_a_waiting_read_and_every_later_one(publisher):
     assert await waiting is None and await reader.get(30) is None
 
 
-async def test_output_nobody_waits_for_does_not_keep_the_loop_busy(sandbox: Sandbox, monkeypatch):
+@pytest.fixture
+async def ipython_sandbox(sandbox_spec):
+    sb = await create_sandbox(sandbox_spec.model_copy(update={"python_runtime": "ipython"}))
+    try:
+        yield sb
+    finally:
+        await sb.close()
+
+
+async def test_output_nobody_waits_for_does_not_keep_the_loop_busy(ipython_sandbox: Sandbox, monkeypatch):
     """zmq's fd stays readable until the socket's events are read: a reader that only woke a
     waiter would have the loop call it on every turn while output queues up unread."""
+    sandbox = ipython_sandbox
     late = (
         "import threading, time\n"
         "def talk():\n"

@@ -11,9 +11,15 @@ from prorl_gym.resources.sessions import kernel_zygote_for
 from prorl_gym.sandbox import SandboxKernelError, create_sandbox
 
 
+@pytest.fixture(params=["repl", "ipython"])
+def runtime_spec(request, sandbox_spec):
+    """Both runtimes the zygote forks: the lean REPL and the IPython kernel."""
+    return sandbox_spec.model_copy(update={"python_runtime": request.param})
+
+
 @pytest.fixture
-async def zygote(sandbox_spec):
-    zygote = kernel_zygote_for(sandbox_spec)
+async def zygote(runtime_spec):
+    zygote = kernel_zygote_for(runtime_spec)
     await zygote.start()
     try:
         yield zygote
@@ -22,11 +28,11 @@ async def zygote(sandbox_spec):
 
 
 @pytest.fixture
-async def sandboxes(sandbox_spec, zygote):
+async def sandboxes(runtime_spec, zygote):
     made = []
 
     async def make():
-        made.append(await create_sandbox(sandbox_spec, zygote=zygote))
+        made.append(await create_sandbox(runtime_spec, zygote=zygote))
         return made[-1]
 
     yield make
@@ -48,6 +54,7 @@ async def test_forked_kernel_runs_inside_its_sandbox(sandboxes):
     assert kernels == "1"  # the forked kernel (it keeps the zygote's command line) is a process of this sandbox
 
 
+@pytest.mark.parametrize("runtime_spec", ["ipython"], indirect=True)
 async def test_forked_kernel_is_configured_without_a_command_line(sandboxes):
     """The zygote configures kernels itself: as the launcher's flags say (no history, quiet
     log), with no debugger, no %store (it would persist values in the profile directory), no

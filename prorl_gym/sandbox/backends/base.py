@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from prorl_gym.runtime.kernel import KernelHost
+from prorl_gym.runtime.python import KernelHost
 from prorl_gym.runtime.zygote import ZygoteConfig
 from prorl_gym.sandbox.backends.kinds import BackendOptions
 from prorl_gym.sandbox.leases import Lease

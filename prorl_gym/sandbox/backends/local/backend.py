@@ -70,7 +70,8 @@ class LocalBackend(PlacementBackend):
             return None
         prefix = unprivileged_prefix(spec) if options.isolation == "required" else []
         log = f"{spec.root_dir}/.zygote-{owner_id()}.log"
-        return ZygoteConfig(spec.kernel_python, tuple(prefix), (("PATH", "/usr/local/bin:/usr/bin:/bin"),), log)
+        env = (("PATH", "/usr/local/bin:/usr/bin:/bin"),)
+        return ZygoteConfig(spec.kernel_python, tuple(prefix), env, log, spec.python_runtime)
 
     async def place(self, sandbox_id: str, spec: SandboxSpec):
         options: LocalOptions = spec.backend

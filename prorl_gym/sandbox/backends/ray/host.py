@@ -19,7 +19,7 @@ import time
 from collections import Counter, OrderedDict
 from typing import Any
 
-from prorl_gym.runtime.kernel import PythonResult
+from prorl_gym.runtime.python import PythonResult
 from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.runtime.zygote import KernelZygote, ZygoteConfig
 from prorl_gym.sandbox.backends.registry import Backends

@@ -14,7 +14,7 @@ import contextlib
 import secrets
 from typing import Any
 
-from prorl_gym.runtime.kernel import PythonResult
+from prorl_gym.runtime.python import PythonResult
 from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.sandbox.api import Forkable, SandboxAPI, TemplateAPI
 from prorl_gym.sandbox.backends.ray.handle import HostHandle
