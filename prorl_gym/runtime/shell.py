@@ -199,7 +199,11 @@ class PtyShell:
             if not self.alive:
                 await self.restart()
                 restarted = True
-            result = await self._run_unlocked(command, timeout, output_limit)
+            try:
+                result = await self._run_unlocked(command, timeout, output_limit)
+            except asyncio.CancelledError:  # the command runs on: stop it before the next call gets the shell
+                await asyncio.shield(self._stop_cancelled())
+                raise
             result.shell_restarted = result.shell_restarted or restarted
             if result.shell_restarted and not restarted:
                 # The command killed or replaced the shell (exit, exec, kill -9 $$): start
@@ -247,6 +251,14 @@ class PtyShell:
             shell_restarted=restarted,
             duration_s=time.perf_counter() - started,
         )
+
+    async def _stop_cancelled(self) -> None:
+        try:
+            _exit_code, gave_up = await self._interrupt()
+        except ShellError:  # it ended the shell meanwhile
+            gave_up = True
+        if gave_up or not self.alive:
+            await self.restart()
 
     async def _interrupt(self) -> tuple[int | None, bool]:
         """Ctrl-C; then SIGKILL the foreground job; then give up on the shell."""

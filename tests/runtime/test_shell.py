@@ -4,6 +4,8 @@ import asyncio
 import os
 import signal
 
+import pytest
+
 from prorl_gym.runtime.shell import PtyShell
 
 
@@ -110,3 +112,16 @@ async def test_close_is_idempotent(shell: PtyShell):
     await shell.close()
     await shell.close()
     assert not shell.alive
+
+
+async def test_a_cancelled_command_is_stopped_and_the_shell_serves_the_next_call(shell):
+    """A caller that goes away (its tool call timed out upstream, its rollout cancelled) must not
+    leave its command holding the shell: the next call would wait for it, then time out."""
+    await shell.run("export KEPT=1", 5)
+    call = asyncio.create_task(shell.run("sleep 30", 60))
+    await asyncio.sleep(0.3)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    result = await asyncio.wait_for(shell.run("echo $KEPT", 5), 5)
+    assert result.output == "1\n" and not result.shell_restarted  # interrupted, the shell kept

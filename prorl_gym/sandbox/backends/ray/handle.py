@@ -12,6 +12,7 @@ from typing import Any
 
 from ray.exceptions import RayActorError, RayTaskError
 
+from prorl_gym.sandbox.backends.ray.stream import STREAMED, ToolStream
 from prorl_gym.sandbox.errors import SandboxLostError
 
 
@@ -22,6 +23,7 @@ class HostHandle:
         self.name = name
         self.node_id = node_id
         self.actor = actor
+        self.stream: ToolStream | None = None  # its tool-call stream, once the host says where (stream.py)
         self.capacity = capacity
         self.node = name  # replaced by the host's own "<hostname>@<node>" once started
         self.live: set[str] = set()  # sandboxes placed here, starting ones included
@@ -47,10 +49,14 @@ class HostHandle:
         return len(self.live) / max(self.capacity, 1)
 
     async def call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
-        """One actor call; SandboxLostError if the host is or becomes lost meanwhile."""
+        """One call on the host: a tool call on its stream, anything else an actor call;
+        SandboxLostError if the host is or becomes lost meanwhile."""
         if self.lost:
             raise SandboxLostError(f"sandbox host {self.name} is lost")
-        call = asyncio.ensure_future(getattr(self.actor, method).remote(*args))
+        if self.stream is not None and method in STREAMED:
+            call = asyncio.ensure_future(self.stream.call(method, *args))
+        else:
+            call = asyncio.ensure_future(getattr(self.actor, method).remote(*args))
         try:
             done, _ = await asyncio.wait([call, self._lost], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
@@ -63,11 +69,17 @@ class HostHandle:
             raise TimeoutError(f"sandbox host {self.name}: {method} timed out after {timeout}s")
         try:
             return call.result()
+        except SandboxLostError:  # the stream's own (StreamBroken): that call's outcome is unknown
+            raise
         except Exception as exc:  # noqa: BLE001 - unwrapped below: the host's own error, or its loss
             error = unwrap(exc, self.name)
             if isinstance(error, SandboxLostError) and self._on_lost:
                 self._on_lost(self)  # Ray says the actor died: no need to wait for the monitor
             raise error from None
+
+    async def close_stream(self) -> None:
+        if self.stream is not None:
+            await self.stream.close()
 
     def mark_lost(self) -> int:
         """The host is gone: fail its calls; how many sandboxes went with it."""

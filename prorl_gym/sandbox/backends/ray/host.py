@@ -22,6 +22,7 @@ from typing import Any
 from prorl_gym.runtime.python import PythonResult
 from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.runtime.zygote import KernelZygote, ZygoteConfig
+from prorl_gym.sandbox.backends.ray.stream import ToolStreamServer
 from prorl_gym.sandbox.backends.registry import Backends
 from prorl_gym.sandbox.errors import SandboxClosedError, SandboxForkError, SandboxStartError
 from prorl_gym.sandbox.fork import Template
@@ -61,22 +62,30 @@ class SandboxHost:
         self._roots: set[str] = set()
         self._recent: OrderedDict[str, None] = OrderedDict()
         self._reaper: asyncio.Task | None = None
+        self._stream: ToolStreamServer | None = None
         self._started = time.time()
 
     # ------------------------------------------------------------------ lifecycle
 
-    async def start(self, root_dirs: list[str]) -> dict[str, Any]:
-        """Reap what an earlier host on this node left under these sandbox roots, then serve."""
+    async def start(self, root_dirs: list[str], stream_address: str | None = None) -> dict[str, Any]:
+        """Reap what an earlier host on this node left under these sandbox roots, then serve; with
+        stream_address (the node's address), tool calls on a stream too (stream.py)."""
         for root in root_dirs:
             await self._reap(root)
         self._reaper = asyncio.create_task(self._reap_forever())
-        return self.status()
+        status = self.status()
+        if stream_address is not None:
+            self._stream = ToolStreamServer(self)
+            status["stream"] = await self._stream.start(stream_address)
+        return status
 
     async def shutdown(self) -> None:
         """Close every sandbox (the server is going away); no new ones."""
         self.draining = True
         if self._reaper:
             self._reaper.cancel()
+        if self._stream is not None:
+            await self._stream.close()
         sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
         templates, self._templates = list(self._templates.values()), {}
         await asyncio.gather(*(t.close() for t in templates), return_exceptions=True)  # go with their forks

@@ -28,3 +28,6 @@ class RayOptions(BackendOptions):
     health_failures: int = 3  # missed health checks in a row before a host gets no new sandboxes
     host_start_timeout_s: float = 120.0
     placement_timeout_s: float = 60.0  # how long a start waits for a free slot
+    # Tool calls (bash, python, files) over one TCP connection per server and host (stream.py) rather
+    # than an actor call each; Ray still places hosts and runs every sandbox's lifecycle.
+    tool_stream: bool = True

@@ -34,6 +34,7 @@ from prorl_gym.sandbox.backends.ray.handle import HostHandle
 from prorl_gym.sandbox.backends.ray.host import SandboxHost, locality_key
 from prorl_gym.sandbox.backends.ray.options import RayOptions
 from prorl_gym.sandbox.backends.ray.sandbox import RemoteSandbox
+from prorl_gym.sandbox.backends.ray.stream import ToolStream
 from prorl_gym.sandbox.errors import SandboxLostError, SandboxStartError
 from prorl_gym.sandbox.owner import owner_id
 from prorl_gym.sandbox.spec import SandboxSpec
@@ -94,6 +95,7 @@ class HostSet:
                 await self._monitor
         hosts, self.hosts = list(self.hosts.values()), {}
         await asyncio.gather(*(self._stop_host(h) for h in hosts), return_exceptions=True)
+        await asyncio.gather(*(h.close_stream() for h in self.lost), return_exceptions=True)
 
     async def _stop_host(self, host: HostHandle) -> None:
         with contextlib.suppress(Exception):
@@ -101,6 +103,7 @@ class HostSet:
         with contextlib.suppress(Exception):
             ray.kill(host.actor, no_restart=True)
         host.mark_lost()
+        await host.close_stream()
 
     # ------------------------------------------------------------------ hosts
 
@@ -135,14 +138,19 @@ class HostSet:
                 max_concurrency=10_000,
             ).remote(name, label)
             handle = HostHandle(name, node_id, actor, capacity_of(node, self.options))
+            stream_address = node.get("NodeManagerAddress") if self.options.tool_stream else None
             try:
-                status = await handle.call("start", self.root_dirs, timeout=self.options.host_start_timeout_s)
+                status = await handle.call(
+                    "start", self.root_dirs, stream_address, timeout=self.options.host_start_timeout_s
+                )
             except (SandboxLostError, TimeoutError, RayActorError, GetTimeoutError) as exc:
                 log.warning("sandbox host %s on node %s did not start: %s", name, label, exc)
                 with contextlib.suppress(Exception):
                     ray.kill(actor, no_restart=True)
                 return
             handle.node = status["node"]
+            if "stream" in status:
+                handle.stream = ToolStream(tuple(status["stream"]["address"]), status["stream"]["token"], name)
             handle._on_release = self._notify_freed
             handle._on_lost = lambda host: self._lose(host, "its actor died")
             self.hosts[name] = handle
