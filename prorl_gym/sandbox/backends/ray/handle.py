@@ -12,8 +12,10 @@ from typing import Any
 
 from ray.exceptions import RayActorError, RayTaskError
 
-from prorl_gym.sandbox.backends.ray.stream import STREAMED, ToolStream
+from prorl_gym.sandbox.backends.ray.stream import STREAMED, StreamBroken, ToolStream
 from prorl_gym.sandbox.errors import SandboxLostError
+
+STREAM_CONFIRM_S = 2.0  # a broken tool stream: how long the host's actor has to show it is alive
 
 
 class HostHandle:
@@ -69,13 +71,22 @@ class HostHandle:
             raise TimeoutError(f"sandbox host {self.name}: {method} timed out after {timeout}s")
         try:
             return call.result()
-        except SandboxLostError:  # the stream's own (StreamBroken): that call's outcome is unknown
+        except StreamBroken:  # that call's outcome is unknown; the host is lost unless its actor still answers
+            if self._on_lost and not await self._answers():
+                self._on_lost(self)
             raise
         except Exception as exc:  # noqa: BLE001 - unwrapped below: the host's own error, or its loss
             error = unwrap(exc, self.name)
             if isinstance(error, SandboxLostError) and self._on_lost:
                 self._on_lost(self)  # Ray says the actor died: no need to wait for the monitor
             raise error from None
+
+    async def _answers(self, timeout: float = STREAM_CONFIRM_S) -> bool:
+        try:
+            await asyncio.wait_for(self.actor.health.remote(), timeout)
+            return True
+        except Exception:  # noqa: BLE001 - dead, unreachable or too slow: not answering
+            return False
 
     async def close_stream(self) -> None:
         if self.stream is not None:
