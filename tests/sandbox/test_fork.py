@@ -15,7 +15,18 @@ from prorl_gym.sandbox.fork import staging_spec
 from prorl_gym.sandbox.leases import read_leases
 
 
-async def test_a_fork_starts_where_its_parent_is_files_shell_and_python(sandbox):
+@pytest.fixture(params=["repl", "ipython"])
+async def runtime_sandbox(request, sandbox_spec):
+    """A sandbox with each Python runtime: a fork carries the state of either."""
+    sb = await create_sandbox(sandbox_spec.model_copy(update={"python_runtime": request.param}))
+    try:
+        yield sb
+    finally:
+        await sb.close()
+
+
+async def test_a_fork_starts_where_its_parent_is_files_shell_and_python(runtime_sandbox):
+    sandbox = runtime_sandbox
     await sandbox.bash("mkdir -p src && cd src && echo v1 > app.py && echo scratch > /tmp/notes")
     await sandbox.bash("export TASK=demo; greet() { echo hello-$1; }")
     await sandbox.python("import math, random\nrandom.seed(7)\nxs = [1, 2]\ndef total(): return sum(xs)")
