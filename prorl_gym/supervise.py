@@ -44,6 +44,15 @@ PR_SET_PDEATHSIG = 1
 log = logging.getLogger("prorl_gym.supervise")
 
 
+def supervise_early(module_name: str) -> None:
+    """First thing in a server's app.py: when ng_run runs it (`__main__`), this process becomes the
+    supervisor before the server's own imports, and only its child imports the server (NeMo Gym,
+    Ray, the model stack: ~150 MiB and 1-3 CPU-s a process). `supervised()` below then finds itself
+    in the child. A server without this line is supervised all the same, by a heavier process."""
+    if module_name == "__main__" and not (os.environ.get(CHILD_VAR) or os.environ.get("PRORL_SUPERVISE") == "0"):
+        sys.exit(Supervisor([sys.executable, *sys.argv]).run())
+
+
 def supervised(run: Callable[[], object], address: Callable[[], tuple[str, int]] | None = None) -> object:
     """Run `run` (the server) here if this is the child or supervision is off; else supervise a child.
     `address`: where the server listens (told to the supervisor, which answers there if it gives up)."""

@@ -11,6 +11,10 @@ passed; pass_fraction and per-status counts go with it. A solution that hangs, f
 floods fails its tests; a failure of the eval machinery is an eval_error.
 """
 
+from prorl_gym.supervise import supervise_early
+
+supervise_early(__name__)  # run by ng_run: become the small supervisor before the server's imports
+
 import asyncio
 from typing import Any, Literal
 

@@ -9,6 +9,10 @@ most RL math pipelines do) and checks it against the row's expected answer with 
 checker in an isolated verifier worker (config `check`, a `module:function`).
 """
 
+from prorl_gym.supervise import supervise_early
+
+supervise_early(__name__)  # run by ng_run: become the small supervisor before the server's imports
+
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field

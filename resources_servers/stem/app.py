@@ -11,6 +11,10 @@ symbolic ones with math-verify in the verifier pool. A malformed spec is an eval
 
 from __future__ import annotations
 
+from prorl_gym.supervise import supervise_early
+
+supervise_early(__name__)  # run by ng_run: become the small supervisor before the server's imports
+
 import asyncio
 from pathlib import Path
 from typing import Any, Literal

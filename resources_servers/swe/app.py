@@ -13,6 +13,10 @@ FAIL_TO_PASS and PASS_TO_PASS run renamed under a guard, the grade decided outsi
 process (see evaluate.py, and README's threat model). Reward 1.0 iff every listed test passes.
 """
 
+from prorl_gym.supervise import supervise_early
+
+supervise_early(__name__)  # run by ng_run: become the small supervisor before the server's imports
+
 import json
 from pathlib import Path
 from typing import Any, Literal

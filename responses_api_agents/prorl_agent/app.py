@@ -13,6 +13,10 @@ The job API (submit batches, stream results, cancel, status; docs/job_api.md) ru
 rollout(); its logic is prorl_gym/pipeline/jobs.py, only its routes are here.
 """
 
+from prorl_gym.supervise import supervise_early
+
+supervise_early(__name__)  # run by ng_run: become the small supervisor before the server's imports
+
 import asyncio
 import json
 import logging

@@ -16,6 +16,10 @@ inherited; what changes is which endpoint serves a request and how long it may t
 Run it with one uvicorn worker (the default): routing state lives in the process.
 """
 
+from prorl_gym.supervise import supervise_early
+
+supervise_early(__name__)  # run by ng_run: become the small supervisor before the server's imports
+
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
