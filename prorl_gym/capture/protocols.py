@@ -17,18 +17,35 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import cache
 
-from nemo_gym.anthropic_converter import AnthropicConverter
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming, NeMoGymResponseUsage
-from nemo_gym.responses_converter import ResponsesConverter
 from pydantic import ValidationError
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.wire.resources import CHAT_COMPLETIONS_PATH, MESSAGES_PATH, MODEL_PATHS, RESPONSES_PATH
 
 # No ids in or out: the harness's are dropped (trajectory.py attaches the model's); the answer has none.
-_RESPONSES = ResponsesConverter(return_token_id_information=False)
-_ANTHROPIC = AnthropicConverter()
+
+
+# NeMo Gym's converters, built on first use: the Anthropic one imports the anthropic SDK (~0.5 CPU-s
+# per agent process), which an agent whose harnesses speak chat completions never needs.
+@cache
+def _responses_converter():
+    from nemo_gym.responses_converter import ResponsesConverter
+
+    return ResponsesConverter(return_token_id_information=False)
+
+
+@cache
+def _anthropic_converter():
+    from nemo_gym.anthropic_converter import AnthropicConverter
+
+    return AnthropicConverter()
+
+
+def _anthropic_sse(*args, **kwargs):
+    return _anthropic_converter().anthropic_response_to_sse(*args, **kwargs)
 
 
 class InvalidCall(ProrlError):
@@ -81,7 +98,7 @@ def _responses_to_chat(body: dict) -> dict:
 def _as_chat(params: NeMoGymResponseCreateParamsNonStreaming) -> dict:
     """Responses create params as a chat completion request; the converter leaves `instructions` out:
     they lead the conversation as its system message, as a Responses model server renders them."""
-    chat = _RESPONSES.responses_to_chat_completion_create_params(params).model_dump(exclude_unset=True)
+    chat = _responses_converter().responses_to_chat_completion_create_params(params).model_dump(exclude_unset=True)
     if params.instructions:
         chat["messages"] = [{"role": "system", "content": params.instructions}, *chat["messages"]]
     return chat
@@ -100,7 +117,10 @@ def _reason(exc: Exception) -> str:
 
 def _chat_to_response(completion: dict, request: dict) -> dict:
     choice = (completion.get("choices") or [{}])[0]
-    output = [item.model_dump() for item in _RESPONSES.postprocess_assistant_message_dict(choice.get("message") or {})]
+    output = [
+        item.model_dump()
+        for item in _responses_converter().postprocess_assistant_message_dict(choice.get("message") or {})
+    ]
     usage = completion.get("usage") or {}
     prompt_tokens, completion_tokens = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
     reason = {"length": "max_output_tokens", "content_filter": "content_filter"}.get(choice.get("finish_reason"))
@@ -134,14 +154,14 @@ def _messages_to_chat(body: dict) -> dict:
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise InvalidCall("a Messages request needs a non-empty `messages` list")
     try:
-        return _as_chat(_ANTHROPIC.anthropic_request_to_responses(body))
+        return _as_chat(_anthropic_converter().anthropic_request_to_responses(body))
     except (ValidationError, NotImplementedError, KeyError, TypeError, ValueError) as exc:
         raise InvalidCall(f"not a Messages request this endpoint can take: {_reason(exc)}") from None
 
 
 def _chat_to_message(completion: dict, request: dict) -> dict:
     response = NeMoGymResponse.model_validate(_chat_to_response(completion, {}))
-    return _ANTHROPIC.responses_to_anthropic_response(response, str(request.get("model") or ""))
+    return _anthropic_converter().responses_to_anthropic_response(response, str(request.get("model") or ""))
 
 
 def _anthropic_error(status: int, type_: str, message: str) -> dict:
@@ -158,7 +178,7 @@ MESSAGES = WireProtocol(
     _chat_to_message,
     _anthropic_error,
     streams=True,
-    sse=_ANTHROPIC.anthropic_response_to_sse,
+    sse=_anthropic_sse,
 )
 PROTOCOLS = {p.path: p for p in (CHAT, RESPONSES, MESSAGES)}
 assert set(PROTOCOLS) == MODEL_PATHS  # an in-sandbox harness reaches each, and nothing else
