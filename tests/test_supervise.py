@@ -127,3 +127,48 @@ def test_a_server_that_never_served_ends_the_supervision_with_its_code(supervise
     assert "giving up" in proc.stderr.read()
     with pytest.raises(OSError):
         get(port)
+
+
+EARLY_SERVER = """
+from prorl_gym.supervise import supervise_early
+
+supervise_early(__name__)
+
+import os, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import numpy  # stands for the server's own imports (NeMo Gym, Ray, ...): the supervisor never pays them
+
+from prorl_gym.supervise import supervised
+
+port = int(sys.argv[1])
+
+
+class Ok(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = str(os.getpid()).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+supervised(lambda: HTTPServer(("127.0.0.2", port), Ok).serve_forever(), address=lambda: ("127.0.0.2", port))
+"""
+
+
+def test_an_app_that_supervises_early_leaves_its_imports_to_the_child(tmp_path):
+    script, port = tmp_path / "app.py", free_port()
+    script.write_text(EARLY_SERVER)
+    env = os.environ | {"PRORL_CRASH_WINDOW_S": "1", "PRORL_RESTART_DELAY_S": "0.05"}
+    proc = subprocess.Popen([sys.executable, str(script), str(port)], env=env, stderr=subprocess.DEVNULL)
+    try:
+        child = int(until(lambda: get(port)[1] or None))
+        assert child != proc.pid
+        maps = lambda pid: open(f"/proc/{pid}/maps").read()  # noqa: E731
+        assert "numpy" in maps(child) and "numpy" not in maps(proc.pid)
+        os.kill(child, signal.SIGKILL)  # and it supervises as the late one does
+        assert int(until(lambda: (body := get(port)[1]) and int(body) != child and body or None)) != child
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)

@@ -56,7 +56,10 @@ def main() -> None:
     )
     tokens = RealTokens(load(args.tokenizer)) if args.tokenizer else None
     print(f"scripted policy (stand-in for a GPU model) on http://{args.host}:{args.port}/v1", flush=True)
-    uvicorn.run(create_app(policy, tokens, args.plain), host=args.host, port=args.port, log_level="warning")
+    # h11, whatever else is installed: the stand-in's own CPU per rollout is the benchmarks' machine-speed
+    # yardstick, so its work must stay the same from release to release (the servers use httptools).
+    app = create_app(policy, tokens, args.plain)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning", http="h11")
 
 
 if __name__ == "__main__":
