@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -165,7 +166,7 @@ def test_an_app_that_supervises_early_leaves_its_imports_to_the_child(tmp_path):
     try:
         child = int(until(lambda: get(port)[1] or None))
         assert child != proc.pid
-        maps = lambda pid: open(f"/proc/{pid}/maps").read()  # noqa: E731
+        maps = lambda pid: Path(f"/proc/{pid}/maps").read_text()  # noqa: E731
         assert "numpy" in maps(child) and "numpy" not in maps(proc.pid)
         os.kill(child, signal.SIGKILL)  # and it supervises as the late one does
         assert int(until(lambda: (body := get(port)[1]) and int(body) != child and body or None)) != child
