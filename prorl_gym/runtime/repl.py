@@ -20,6 +20,7 @@ import signal
 import socket
 import struct
 import time
+from functools import cache
 from pathlib import Path
 
 from prorl_gym.runtime.output import BoundedOutput
@@ -36,6 +37,7 @@ DRAIN_READS = 64  # after a reply, what is already in the pipe (a background wri
 RESTARTED_NOTE = b"\n[the Python interpreter died or would not stop; it was restarted, state was lost]\n"
 
 
+@cache
 def _launcher() -> str:
     """`python -I -c` source for a spawned REPL: into its working directory, then repl_main.py."""
     return "import os, sys\nos.chdir(sys.argv[2])\n" + REPL_MAIN.read_text()
