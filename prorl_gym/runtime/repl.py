@@ -40,7 +40,7 @@ RESTARTED_NOTE = b"\n[the Python interpreter died or would not stop; it was rest
 @cache
 def _launcher() -> str:
     """`python -I -c` source for a spawned REPL: into its working directory, then repl_main.py."""
-    return "import os, sys\nos.chdir(sys.argv[2])\n" + REPL_MAIN.read_text()
+    return "# prorl_gym repl_main\nimport os, sys\nos.chdir(sys.argv[2])\n" + REPL_MAIN.read_text()
 
 
 class PythonRepl:
@@ -287,19 +287,18 @@ class PythonRepl:
 
     async def _run(self, cell: int, code: str, timeout: float, result: PythonResult) -> str:
         """'done', or why not: 'dead', 'stuck' (would not stop), 'bad' (spoke out of protocol)."""
-        payload = json.dumps({"n": cell, "code": code}).encode()
         try:
-            await asyncio.get_running_loop().sock_sendall(self._control, HEADER.pack(len(payload)) + payload)
+            await asyncio.get_running_loop().sock_sendall(self._control, _frame({"n": cell, "code": code}))
         except OSError:
             return "dead"
         try:
             reply = await self._next_reply(timeout)
         except TimeoutError:
             result.timed_out = True
-            try:
-                signal.pidfd_send_signal(self._pidfd, signal.SIGINT)  # KeyboardInterrupt in the cell
+            try:  # in-band (repl_main.py: SIGIO in the REPL): a KeyboardInterrupt in the cell
+                await asyncio.get_running_loop().sock_sendall(self._control, _frame({"interrupt": cell}))
             except OSError:
-                return "stuck"
+                return "dead"
             try:
                 reply = await self._next_reply(self.interrupt_grace_s)
             except TimeoutError:
@@ -310,6 +309,11 @@ class PythonRepl:
             return "bad"
         result.error = _error(reply["error"], self.output_limit)
         return "done"
+
+
+def _frame(message: dict) -> bytes:
+    payload = json.dumps(message).encode()
+    return HEADER.pack(len(payload)) + payload
 
 
 def _error(error, limit: int) -> dict | None:

@@ -5,7 +5,7 @@
 What an agent's Python tool needs of IPython, without a kernel: state persists between cells
 (one `__main__` namespace), the last expression's value is shown as IPython shows it
 (IPython.lib.pretty when the sandbox has IPython, else repr), tracebacks name the cell and its
-lines, `await` works at the top level, SIGINT interrupts a cell. No ZMQ, no threads, no
+lines, `await` works at the top level, an interrupt frame stops a cell. No ZMQ, no threads, no
 messages but one request and one reply per cell; output is written straight to fd 1/2, a pipe
 the server reads and caps.
 
@@ -16,13 +16,18 @@ Protocol on the control socket (a stream socket at `control_fd`), each message a
 big-endian length and a JSON object:
     REPL -> server, once:   {"ready": true}
     server -> REPL:         {"n": <cell number>, "code": "..."}
+    server -> REPL:         {"interrupt": <cell number>} (while that cell runs)
     REPL -> server:         {"n": ..., "error": null | {"ename", "evalue", "traceback"}}
 A reply is sent after the cell's output is flushed to fd 1, so everything the cell printed is
-in the pipe before the server reads the reply.
+in the pipe before the server reads the reply. Interrupts come in-band: the control socket is
+O_ASYNC, its data raises SIGIO here, and SIGIO during a cell is a KeyboardInterrupt in it (so it
+works whatever wraps the REPL, and across namespaces; SIGINT does the same). Between cells the
+signal is ignored and the interrupt frame read and dropped.
 """
 
 import ast
 import builtins
+import fcntl
 import io
 import json
 import linecache
@@ -157,6 +162,9 @@ def serve(control_fd: int) -> None:
             raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGIO, interrupt)
+    fcntl.fcntl(control_fd, fcntl.F_SETOWN, os.getpid())
+    fcntl.fcntl(control_fd, fcntl.F_SETFL, fcntl.fcntl(control_fd, fcntl.F_GETFL) | os.O_ASYNC)
     _send(sock, {"ready": True})
     while True:
         try:
@@ -166,6 +174,8 @@ def serve(control_fd: int) -> None:
             request = json.loads(_recv_exact(sock, size))
         except (EOFError, OSError):
             return  # the server is gone or closed us
+        if "interrupt" in request:
+            continue  # it came after its cell had ended
         error = cells.run(int(request["n"]), str(request["code"]))
         _flush()
         try:

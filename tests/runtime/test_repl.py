@@ -106,7 +106,10 @@ async def test_a_timeout_interrupts_the_cell_and_keeps_the_state(repl: PythonRep
 
 async def test_a_cell_that_ignores_the_interrupt_loses_the_session_not_the_call(repl: PythonRepl):
     await repl.execute("kept = 1", 10)
-    code = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(0.01)"
+    code = (
+        "import signal, time\nfor s in (signal.SIGINT, signal.SIGIO): signal.signal(s, signal.SIG_IGN)\n"
+        "while True: time.sleep(0.01)"
+    )
     result = await repl.execute(code, 0.3)
     assert result.timed_out and result.kernel_restarted and "state was lost" in result.output
     assert (await repl.execute("'kept' in dir()", 10)).output == "False\n"

@@ -95,7 +95,7 @@ async def test_sandbox_processes_are_unprivileged_on_the_host(make):
     pids = _procs(sb)
     cmds = {pid: _cmdline(pid) for pid in pids}
     assert (
-        sum("ipykernel" in cmd for cmd in cmds.values()) == 1
+        sum("repl_main" in cmd for cmd in cmds.values()) == 1  # the Python runtime (a spawned lean REPL)
         and sum("bash --noprofile" in cmd for cmd in cmds.values()) == 2
     ), cmds
     for pid in pids:

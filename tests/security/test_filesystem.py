@@ -205,8 +205,9 @@ async def test_agent_cannot_plant_links_where_the_server_writes_or_connects(make
     """The server may run as root: no path it writes (connection files, logs) or connects to
     (the kernel's sockets) may be under the sandbox's control. The sandbox sees its socket
     and control directories at their host paths, but can create nothing in them, and the
-    kernel's socket directory is taken back once the kernel has bound its sockets."""
-    sb = await make()
+    kernel's socket directory is taken back once the kernel has bound its sockets. (The IPython
+    runtime's: the lean REPL has no paths at all, only the fds it was started with.)"""
+    sb = await make(python_runtime="ipython")
     assert (await sb.python("1")).error is None  # a kernel exists: its socket directory is there to attack
     ctl = sb.placement.control_dir
     result = await sb.bash(
