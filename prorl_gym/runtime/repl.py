@@ -83,10 +83,12 @@ class PythonRepl:
         output_r, output_w = os.pipe()
         try:
             self.pid = await (self._fork(output_w, theirs) if self._zygote else self._spawn(output_w, theirs))
-        except (OSError, ZygoteError) as exc:
+        except BaseException as exc:  # cancelled too: the zygote kills a runtime nobody claimed
             ours.close()
             os.close(output_r)
-            raise KernelError(f"could not start a Python interpreter: {exc}") from exc
+            if isinstance(exc, (OSError, ZygoteError)):
+                raise KernelError(f"could not start a Python interpreter: {exc}") from exc
+            raise
         finally:
             theirs.close()
             os.close(output_w)
@@ -106,6 +108,9 @@ class PythonRepl:
             self._drain_output()
             await self.close()
             raise KernelError(f"the Python interpreter did not become ready: {exc!r}\n{said.text()}") from exc
+        except BaseException:  # cancelled while it started: nothing half-started is left for the next call
+            await asyncio.shield(self.close())
+            raise
         finally:
             self._capture = None
 

@@ -185,3 +185,17 @@ async def test_forked_by_the_zygote_inside_a_real_sandbox(sandbox_spec):
             await asyncio.gather(a.close(), b.close())
     finally:
         await zygote.close()
+
+
+async def test_a_start_cancelled_midway_leaves_nothing_and_the_next_call_starts_afresh(tmp_path):
+    repl = PythonRepl(_host(tmp_path), output_limit=4096)
+    starting = asyncio.create_task(repl.warm_up())
+    await asyncio.sleep(0.01)  # spawned, not yet ready
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    assert repl.pid == -1 and not repl.alive
+    try:
+        assert (await repl.execute("6 * 7", 10)).output == "42\n"
+    finally:
+        await repl.close()
