@@ -42,6 +42,7 @@ import types
 HEADER = struct.Struct(">I")
 MAX_REQUEST = 64 << 20
 CO_COROUTINE = 0x80
+TOP_LEVEL_AWAIT = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)  # 3.8+: an image's older Python runs without it
 
 
 class _Cells:
@@ -64,9 +65,9 @@ class _Cells:
             try:
                 tree = ast.parse(code, filename, "exec")
                 last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-                self._exec(compile(tree, filename, "exec", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT))
+                self._exec(compile(tree, filename, "exec", TOP_LEVEL_AWAIT))
                 if last is not None:
-                    expression = compile(ast.Expression(last.value), filename, "eval", ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+                    expression = compile(ast.Expression(last.value), filename, "eval", TOP_LEVEL_AWAIT)
                     value = self._exec(expression)
                     if value is not None:
                         self.namespace["_"] = value
