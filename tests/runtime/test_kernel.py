@@ -1,30 +1,14 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-import os
-import sys
-from types import SimpleNamespace
-
 import pytest
 
 from prorl_gym.runtime.kernel import IPythonKernel
+from tests.runtime.hosts import local_host
 
 
 @pytest.fixture
 async def kernel(tmp_path):
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8"}
-    (tmp_path / "run").mkdir()
-    host = SimpleNamespace(  # a kernel host without a sandbox: runs as us, in tmp_path
-        socket_dir=tmp_path / "run",
-        control_dir=tmp_path / "run",
-        log_dir=tmp_path,
-        python=sys.executable,
-        workspace=str(tmp_path),
-        sandbox_uid=None,
-        spawn_fds={},
-        wrap=lambda argv: argv,
-        environment=lambda: env,
-    )
-    k = IPythonKernel(host, output_limit=4096)
+    k = IPythonKernel(local_host(tmp_path), output_limit=4096)
     await k.start()
     try:
         yield k

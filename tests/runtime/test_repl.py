@@ -4,9 +4,6 @@
 here; forked by the zygote inside a real sandbox), and a hostile cell that speaks out of turn."""
 
 import asyncio
-import os
-import sys
-from types import SimpleNamespace
 
 import pytest
 
@@ -14,29 +11,12 @@ from prorl_gym.resources.sessions import kernel_zygote_for
 from prorl_gym.runtime.kernel import IPythonKernel
 from prorl_gym.runtime.repl import PythonRepl
 from prorl_gym.sandbox import create_sandbox
-
-
-def _host(tmp_path):
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8"}
-    (tmp_path / "run").mkdir(exist_ok=True)
-    return SimpleNamespace(  # a host without a sandbox: runs as us, in tmp_path
-        socket_dir=tmp_path / "run",
-        control_dir=tmp_path / "run",
-        log_dir=tmp_path,
-        python=sys.executable,
-        workspace=str(tmp_path),
-        sandbox_uid=None,
-        spawn_fds={},
-        init_pid=None,
-        rlimits={},
-        wrap=lambda argv: argv,
-        environment=lambda: env,
-    )
+from tests.runtime.hosts import local_host
 
 
 @pytest.fixture
 async def repl(tmp_path):
-    r = PythonRepl(_host(tmp_path), output_limit=4096, interrupt_grace_s=2.0)
+    r = PythonRepl(local_host(tmp_path), output_limit=4096, interrupt_grace_s=2.0)
     await r.start()
     try:
         yield r
@@ -58,7 +38,7 @@ async def test_state_persists_and_the_last_value_is_shown(repl: PythonRepl, tmp_
 async def test_values_are_shown_as_ipython_shows_them(repl: PythonRepl, tmp_path):
     """The same text/plain an IPython kernel gives (IPython's pretty printer), side by side."""
     (tmp_path / "kernel").mkdir()
-    kernel = IPythonKernel(_host(tmp_path / "kernel"), output_limit=4096)
+    kernel = IPythonKernel(local_host(tmp_path / "kernel"), output_limit=4096)
     await kernel.start()
     try:
         for code in (
@@ -188,7 +168,7 @@ async def test_forked_by_the_zygote_inside_a_real_sandbox(sandbox_spec):
 
 
 async def test_a_start_cancelled_midway_leaves_nothing_and_the_next_call_starts_afresh(tmp_path):
-    repl = PythonRepl(_host(tmp_path), output_limit=4096)
+    repl = PythonRepl(local_host(tmp_path), output_limit=4096)
     starting = asyncio.create_task(repl.warm_up())
     await asyncio.sleep(0.01)  # spawned, not yet ready
     starting.cancel()
