@@ -191,6 +191,21 @@ def test_unittest_ids(tmp_path):
     assert run.stderr.count("... FAIL") == 2 * len(f2p), run.stderr  # the bug, and the decoys
 
 
+def test_fresh_names_are_found_where_every_word_of_the_file_begins_a_graded_name():
+    """Every `test_<word>` graded: each name of the file's words alone contains one, so the planner must
+    reach for the fallback words (it once gave up after a few random draws: a 500 from /verify)."""
+    words = ["curry", "compose", "flip", "juxt", "complement"]
+    text = "".join(f"def test_{w}():\n    assert True\n\n\n" for w in words)
+    ids = [f"tests/test_ser.py::test_{w}" for w in words]
+    for seed in range(20):
+        plan = plan_canaries(
+            ids, [], {"tests/test_ser.py": text}, PYTEST.parse_id, PYTEST.format_id, random.Random(seed)
+        )
+        fresh = [plan.run_id(t).split("::")[-1] for t in ids]
+        assert len(set(fresh)) == len(ids) and not any(f"test_{w}" in n for w in words for n in fresh), fresh
+        assert all(set(n.split("_")[1:]) <= set(words) | set(FALLBACK_WORDS) for n in fresh), fresh
+
+
 def test_a_one_line_test_is_renamed_without_a_decoy():
     sources = {"tests/test_one.py": "def test_a(): assert True\n"}  # a one-line def has no body to replace
     plan = plan_canaries(["tests/test_one.py::test_a"], [], sources, PYTEST.parse_id, PYTEST.format_id)
