@@ -37,7 +37,13 @@ from resources_servers.swe.repos import prepare_repo, prepare_test_env, stage_re
 
 SWE_TASKS = REPO_ROOT / "resources_servers" / "swe" / "data" / "tasks.jsonl"
 SWE_CACHE = REPO_ROOT / "data" / "swe" / "cache"
-TARGETS = {"swe_shared_vs_fresh": 4.0, "fork_p50_ms": 10.0, "fork_mib": 2.0, "snapshot_p50_ms": 5.0}
+TARGETS = {
+    "swe_shared_vs_fresh": 4.0,
+    "fork_p50_ms": 10.0,
+    "fork_mib": 2.0,
+    "snapshot_p50_ms": 5.0,
+    "swe_snapshot_p50_ms": 20.0,
+}
 WARM_CELL = "import sympy\nx = sympy.symbols('x')\ncoeffs = list(range(50))"
 GROUP_CELL = "print(sympy.expand((x + 1) ** 3), sum(coeffs))"
 

@@ -25,6 +25,11 @@ What a fork carries over, and how:
 A template is read-only to its forks and outlives none of them: it is removed when it is closed
 and its last fork is. It has a lease like a sandbox, so a killed server's templates are reaped.
 
+A snapshot of a fork whose writes are apart on the host (bubblewrap's overlay upper dirs) is a
+layer: those writes, copied (sandbox/layers.py: no link followed, whiteouts kept), stacked on the
+fork's own template, which it holds as a fork would. It costs what the fork wrote, not its
+workspace. Past MAX_LAYERS (or where the writes are not apart) a snapshot is a full copy.
+
 A sandbox made only to be frozen (a task staged once for a group: `staging_spec`) writes to disk
 through an overlay over an empty base; `freeze(consume=True)` closes it and takes its writes as the
 template's files with two renames, whatever their size. The host never reads those files.
@@ -37,8 +42,10 @@ import contextlib
 import json
 import logging
 import os
+import re
 import secrets
 import shutil
+import stat
 import tarfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -46,23 +53,27 @@ from typing import Protocol
 
 from prorl_gym.runtime.process import DEFAULT_SIGNALS, reap
 from prorl_gym.sandbox.api import SandboxAPI, TemplateAPI
-from prorl_gym.sandbox.backends.base import KeepsWrites, Placement
+from prorl_gym.sandbox.backends.base import HostReachable, KeepsWrites, Placement
 from prorl_gym.sandbox.errors import SandboxForkError
+from prorl_gym.sandbox.layers import LayerTooLarge, copy_layer, open_beneath, remove_beneath
 from prorl_gym.sandbox.layout import private_dir_of
 from prorl_gym.sandbox.leases import lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
 
-STATE_DIR = "/tmp/.prorl-fork"  # inside a sandbox: the shell and Python state a fork carries
-SHELL_STATE = f"{STATE_DIR}/shell.sh"
+# A snapshot of a snapshot's fork ...: deeper chains are copied whole (each layer is a lower dir of a mount).
+MAX_LAYERS = 16
+MAX_COPY_BYTES = 1 << 30  # a sandbox's files copied into one template (or layer), at most
+
+# Inside a sandbox: the shell and Python state a fork carries (in /tmp, which a fork carries).
+STATE_DIR = "/tmp/.prorl-fork"
+SHELL_STATE = "/tmp/.prorl-fork-shell.sh"  # not in STATE_DIR: writing it then needs no mkdir (a process)
 PYTHON_STATE = f"{STATE_DIR}/python.pkl"
-# The shell's own variables (prompt markers, levels) are its own, not the task's.
-SKIP_EXPORTS = "PS1|PS2|PS4|PWD|OLDPWD|SHLVL|_"
-CAPTURE_SHELL = (
-    f"mkdir -p {STATE_DIR} && {{ export -p | grep -Ev '^declare -[a-zA-Z-]* ({SKIP_EXPORTS})='; "
-    f"declare -f; printf 'cd -- %q\\n' \"$PWD\"; }} > {SHELL_STATE}"
-)
+# Builtins only (no process forked in the sandbox); the shell's own variables (prompt markers, levels)
+# are its own, not the task's: they are filtered out of the template's copy on the host (SKIP_EXPORTS).
+CAPTURE_SHELL = f"{{ export -p; declare -f; printf 'cd -- %q\\n' \"$PWD\"; }} > {SHELL_STATE}"
+SKIP_EXPORTS = re.compile(rb"^declare -[a-zA-Z-]* (PS1|PS2|PS4|PWD|OLDPWD|SHLVL|_)=")
 RESTORE_SHELL = f"if [ -f {SHELL_STATE} ]; then . {SHELL_STATE}; rm -f {SHELL_STATE}; fi >/dev/null 2>&1; true"
 
 CAPTURE_PYTHON = f"""
@@ -127,16 +138,18 @@ del __prorl_restore
 
 
 class Frozen(SandboxAPI, Protocol):
-    """What freeze() reads of a sandbox on this machine (sandbox.py's Sandbox): the sandbox API and
-    its placement."""
+    """What freeze() reads of a sandbox on this machine (sandbox.py's Sandbox): the sandbox API,
+    its placement and, for a fork, its template."""
 
     placement: Placement
+    template: Template | None
 
 
-# How a template starts one fork: (its spec, its id, awaited with its id once it is closed, whether
-# its parent's Python state is to be loaded with its kernel) -> the fork, started. The frozen sandbox's owner supplies it (Sandbox.freeze: placed by the same backend,
-# with the same kernel zygote), so a template keeps nothing of the sandbox it was frozen from.
-Starter = Callable[[SandboxSpec, str, Callable[[str], Awaitable[None]], bool], Awaitable[SandboxAPI]]
+# How a template starts one fork: (its spec, its id, the template (whose `release` the fork awaits with its
+# id once closed, and which a snapshot of the fork stacks on), whether its parent's Python state is to be loaded
+# with its kernel) -> the fork, started. The frozen sandbox's owner supplies it (Sandbox.freeze: placed by the
+# same backend, with the same kernel zygote), so a template keeps nothing of the sandbox it was frozen from.
+Starter = Callable[[SandboxSpec, str, "Template", bool], Awaitable[SandboxAPI]]
 
 
 class Template(TemplateAPI):
@@ -151,10 +164,16 @@ class Template(TemplateAPI):
         python_state: bool,
         dropped: list[str],
         start: Starter,
+        base: Template | None = None,
     ):
         self.id = template_id
         self.directory = directory
-        self.spec = spec.model_copy(update={"template_dir": str(directory / "files"), "staging": False})
+        # A layer (a fork's writes) lies over its base's files, which it holds as a fork of it would.
+        self.base = base
+        lowers = [*base.spec.template_lowers, str(base.spec.template_dir)] if base is not None else []
+        self.spec = spec.model_copy(
+            update={"template_dir": str(directory / "files"), "template_lowers": lowers, "staging": False}
+        )
         self.python_state = python_state
         self.dropped = dropped  # Python names that could not be carried over
         self._start = start
@@ -169,7 +188,7 @@ class Template(TemplateAPI):
         ids = list(ids) if ids is not None else [secrets.token_hex(6) for _ in range(n)]
         self._forks.update(ids)  # held from now: a fork that fails to start releases its own
         started = await asyncio.gather(
-            *(self._start(self.spec, i, self._fork_closed, self.python_state) for i in ids), return_exceptions=True
+            *(self._start(self.spec, i, self, self.python_state) for i in ids), return_exceptions=True
         )
         forks = [s for s in started if not isinstance(s, BaseException)]
         if len(forks) < n:
@@ -184,13 +203,19 @@ class Template(TemplateAPI):
         self._closed = True
         await self._remove_if_unused()
 
-    async def _fork_closed(self, sandbox_id: str) -> None:
-        self._forks.discard(sandbox_id)
+    def hold(self, holder_id: str) -> None:
+        """Kept until `release(holder_id)`: a fork of it, or a layer stacked on it."""
+        self._forks.add(holder_id)
+
+    async def release(self, holder_id: str) -> None:
+        self._forks.discard(holder_id)
         await self._remove_if_unused()
 
     async def _remove_if_unused(self) -> None:
         if self._closed and not self._forks and self.directory.exists():
             await asyncio.to_thread(_remove, self.spec.root_dir, self.id, self.directory)
+            if self.base is not None:
+                await self.base.release(self.id)
 
 
 def _remove(root_dir: str, template_id: str, directory: Path) -> None:
@@ -211,26 +236,81 @@ async def freeze(sandbox: Frozen, start: Starter, timeout: float = 60.0, consume
     directory = private_dir_of(sandbox.spec.root_dir, template_id)
     # A lease first, as for a sandbox: a server killed from here on leaves nothing unaccounted.
     await asyncio.to_thread(write_lease, sandbox.spec.root_dir, lease_for(template_id, sandbox.spec))
-    files, dirs = directory / "files", sandbox.placement.fork_dirs
-    take_writes = consume and sandbox.spec.staging and isinstance(sandbox.placement, KeepsWrites)
+    placement, files, dirs = sandbox.placement, directory / "files", sandbox.placement.fork_dirs
+    take_writes = consume and sandbox.spec.staging and isinstance(placement, KeepsWrites)
+    base = _layer_base(sandbox) if not take_writes else None
     try:
         dropped, python_state = await _capture_state(sandbox, timeout)
         if take_writes:  # its writes on disk become the template's files
-            sandbox.placement.keep_writes(files)
+            placement.keep_writes(files)
+        elif base is not None:  # its writes alone, over its template's files
+            assert isinstance(placement, KeepsWrites)
+            await asyncio.to_thread(_copy_dirs, placement, files, placement.writes_of)
+        elif isinstance(placement, HostReachable):  # its files as it sees them, copied on the host
+            await asyncio.to_thread(_copy_dirs, placement, files, placement.files_of)
         else:
             await _copy_files(sandbox, files, timeout)  # extraction makes `files` and what it holds
         if consume:
             await sandbox.close()
-        await asyncio.to_thread(_make_dirs, files, dirs)
-        await asyncio.to_thread(_drop_mount_points, files, sandbox.placement.private_dir)
+        await asyncio.to_thread(_finish_files, files, dirs, placement.private_dir)
     except BaseException:
         await asyncio.shield(asyncio.to_thread(_remove, sandbox.spec.root_dir, template_id, directory))
         raise
     finally:  # the parent is left as it was
         if not sandbox.closed:
             with contextlib.suppress(Exception):
-                await sandbox.bash(f"rm -rf {STATE_DIR}", timeout)
-    return Template(sandbox.spec, template_id, directory, python_state, dropped, start)
+                if isinstance(placement, HostReachable):
+                    names = [os.path.basename(SHELL_STATE), os.path.basename(STATE_DIR)]
+                    await asyncio.to_thread(remove_beneath, placement.files_of("/tmp"), names)
+                else:
+                    await sandbox.bash(f"rm -rf {STATE_DIR} {SHELL_STATE}", timeout)
+    if base is not None:
+        base.hold(template_id)
+    return Template(sandbox.spec, template_id, directory, python_state, dropped, start, base)
+
+
+def _layer_base(sandbox: Frozen) -> Template | None:
+    """The template a snapshot of this sandbox can be a layer over: its own, when the sandbox is its
+    fork, its writes are apart on the host and the chain is not too deep; else None (a full copy)."""
+    template, placement = sandbox.template, sandbox.placement
+    if template is None or template._closed or not isinstance(placement, KeepsWrites):
+        return None
+    if len(template.spec.template_lowers) + 1 >= MAX_LAYERS:
+        return None
+    if any(placement.writes_of(path) is None for path in placement.fork_dirs):
+        return None
+    return template
+
+
+def _copy_dirs(placement: Placement, files: Path, source: Callable[[str], Path | None]) -> None:
+    """Each of the sandbox's fork_dirs, from where `source` says the host reaches it (its writes
+    alone, or its files as it sees them), copied on the host (sandbox/layers.py)."""
+    files.parent.mkdir(parents=True, exist_ok=True)
+    files.mkdir(mode=0o755)
+    budget = MAX_COPY_BYTES
+    for path in placement.fork_dirs:
+        target = files / path.lstrip("/")
+        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        try:
+            budget -= copy_layer(source(path), target, placement.sandbox_uid, budget)  # type: ignore[arg-type]
+        except LayerTooLarge as exc:
+            raise SandboxForkError(f"sandbox {placement.sandbox_id}: {exc}") from exc
+
+
+def _filter_shell_state(files: Path) -> None:
+    """Drop the shell's own variables from the captured state in the template (see CAPTURE_SHELL)."""
+    relative = SHELL_STATE.lstrip("/")
+    try:
+        fd = open_beneath(files, relative, os.O_RDWR | os.O_NONBLOCK)
+    except OSError:  # none (or not a plain file: the sandbox's doing): the fork starts without it
+        return
+    with os.fdopen(fd, "r+b") as state:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        lines = [line for line in state.read(MAX_COPY_BYTES).splitlines(True) if not SKIP_EXPORTS.match(line)]
+        state.seek(0)
+        state.writelines(lines)
+        state.truncate()
 
 
 async def _capture_state(sandbox: Frozen, timeout: float) -> tuple[list[str], bool]:
@@ -252,6 +332,12 @@ async def _capture_state(sandbox: Frozen, timeout: float) -> tuple[list[str], bo
     if dropped:
         log.info("sandbox %s: fork leaves out Python values that cannot be pickled: %s", sandbox.id, dropped)
     return dropped, True
+
+
+def _finish_files(files: Path, dirs: tuple[str, ...], private_dir: Path) -> None:
+    _filter_shell_state(files)
+    _make_dirs(files, dirs)
+    _drop_mount_points(files, private_dir)
 
 
 def _make_dirs(files: Path, dirs: tuple[str, ...]) -> None:

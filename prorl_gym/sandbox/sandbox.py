@@ -63,6 +63,7 @@ class Sandbox(SandboxAPI, Forkable):
         self.placement = placement
         self.zygote = zygote
         self._on_close = on_close  # e.g. a fork's template, which lives as long as its forks
+        self.template: Template | None = None  # the template this sandbox was forked from
         self.id = placement.sandbox_id
         self.host = socket.gethostname()  # where it runs: a remote backend's placement says otherwise
         # A fork starts its shell where its parent's was; its Python state comes with its kernel.
@@ -142,10 +143,9 @@ class Sandbox(SandboxAPI, Forkable):
             raise SandboxForkError(f"sandbox {self.id}: its backend ({self.spec.backend.kind}) cannot fork")
         backend, zygote = self.backend, self.zygote
 
-        async def start(
-            spec: SandboxSpec, sandbox_id: str, on_close: Callable[[str], Awaitable[None]], python_state: bool
-        ) -> Sandbox:
-            sandbox = await start_sandbox(backend, spec, sandbox_id, zygote, on_close)
+        async def start(spec: SandboxSpec, sandbox_id: str, template: Template, python_state: bool) -> Sandbox:
+            sandbox = await start_sandbox(backend, spec, sandbox_id, zygote, template.release)
+            sandbox.template = template
             sandbox.python_state_pending = python_state  # loaded with its kernel, before any cell of its own
             return sandbox
 

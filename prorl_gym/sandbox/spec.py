@@ -83,6 +83,8 @@ class SandboxSpec(BaseModel):
     # <dir>/tmp) that this one starts from, copy-on-write. staging: made to be frozen whole (its writes
     # go to disk through an overlay over nothing, and become the template's files without a copy).
     template_dir: str | None = None
+    # A snapshot of a fork is its writes over its template: the layers below template_dir, lowest first.
+    template_lowers: list[str] = Field(default_factory=list)
     staging: bool = False
     kernel_python: str = Field(
         default_factory=default_python, description="Interpreter inside the sandbox (with ipykernel for `ipython`)."

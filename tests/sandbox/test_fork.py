@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,97 @@ async def test_a_staging_sandbox_gives_its_files_to_the_template_without_a_copy(
         await template.close()
         await asyncio.gather(*(f.close() for f in forks))
     assert not template.directory.exists()
+
+
+async def test_a_snapshot_of_a_fork_is_its_writes_over_its_template(sandbox, monkeypatch):
+    """A fork's snapshot copies what the fork wrote (deletions and replaced directories included), not
+    its workspace, and is stacked on the fork's template, which it keeps until it is gone too."""
+    await sandbox.bash("mkdir -p keep gone/sub && seq 1 3000 > keep/big && echo a > gone/sub/f && echo t > /tmp/t")
+    await sandbox.bash("echo old > edited && echo x > deleted && mkdir -p replaced && echo old > replaced/old")
+    template = await sandbox.freeze()
+    (fork,) = await template.spawn(1)
+    await fork.bash("echo new > edited && rm deleted && rm -rf gone && rm -rf replaced && mkdir replaced")
+    await fork.bash("echo fresh > replaced/new && echo added > added && cd keep && export STEP=2")
+    await fork.python("counter = 5")
+    snapshot = await fork.freeze()
+    layer = snapshot.directory / "files" / "workspace"
+    assert snapshot.spec.template_lowers == [template.spec.template_dir]
+    assert not (layer / "keep" / "big").exists()  # unchanged: left below, not copied
+    assert (layer / "added").read_text() == "added\n"
+    (child,) = await snapshot.spawn(1)
+    try:
+        seen = await child.bash(
+            "pwd; echo $STEP; cat ../edited ../added ../replaced/*; ls -A ..; wc -l < big; cat /tmp/t"
+        )
+        assert seen.output.split() == [
+            "/workspace/keep",
+            "2",
+            "new",
+            "added",
+            "fresh",
+            "added",
+            "edited",
+            "keep",
+            "replaced",
+            "3000",
+            "t",
+        ]
+        assert (await child.python("print(counter)")).output.strip() == "5"
+        await child.bash("echo child > ../edited")  # its own writes go to its own overlay
+        assert (await fork.bash("cat ../edited")).output.strip() == "new"
+        # the template and the fork may go: the snapshot holds the template's files below its own
+        await template.close()
+        await fork.close()
+        assert template.directory.exists()
+        (second,) = await snapshot.spawn(1)
+        assert (await second.bash("wc -l < big; cat ../edited")).output.split() == ["3000", "new"]
+        await second.close()
+    finally:
+        await child.close()
+        await snapshot.close()
+    assert not snapshot.directory.exists() and not template.directory.exists()
+
+
+async def test_a_snapshot_chain_past_its_depth_is_copied_whole(sandbox, monkeypatch):
+    monkeypatch.setattr("prorl_gym.sandbox.fork.MAX_LAYERS", 2)
+    await sandbox.bash("echo 0 > gen")
+    current, templates = sandbox, []
+    try:
+        for generation in range(1, 4):
+            template = await current.freeze()
+            templates.append(template)
+            (current,) = await template.spawn(1)
+            await current.bash(f"echo {generation} >> gen")
+        assert [len(t.spec.template_lowers) for t in templates] == [0, 1, 0]  # the third: a full copy
+        assert (await current.bash("cat gen")).output.split() == ["0", "1", "2", "3"]
+    finally:
+        await current.close()
+        for template in templates:
+            await template.close()
+
+
+async def test_a_snapshot_copies_no_link_and_nothing_but_files(sandbox, tmp_path):
+    """What a fork wrote is its own to forge: a link to a host file is copied as a link, never read;
+    a FIFO is left out (the copy never waits on it)."""
+    secret = tmp_path / "host-secret"
+    secret.write_text("host only\n")
+    async with await sandbox.freeze() as template:
+        (fork,) = await template.spawn(1)
+        try:
+            await fork.bash(f"ln -s {secret} link && mkfifo pipe && mkdir d && ln -s {tmp_path} d/dir && echo ok > f")
+            async with await fork.freeze() as snapshot:
+                layer = snapshot.directory / "files" / "workspace"
+                assert (layer / "link").is_symlink() and os.readlink(layer / "link") == str(secret)
+                assert (layer / "d" / "dir").is_symlink() and not (layer / "pipe").exists()
+                (child,) = await snapshot.spawn(1)
+                try:
+                    assert (await child.bash("cat f; ls")).output.split() == [
+                        "ok",
+                        "d",
+                        "f",
+                        "link",
+                    ]
+                finally:
+                    await child.close()
+        finally:
+            await fork.close()

@@ -68,9 +68,25 @@ class PlacementBase:
 
 
 @runtime_checkable
+class HostReachable(Protocol):
+    """A placement whose files the host reaches directly while it runs (bubblewrap: through its pid 1's
+    root): a snapshot then copies them on the host (sandbox/layers.py, which follows no link)."""
+
+    def files_of(self, path: str) -> Path:
+        """Where the host reaches the sandbox's `path` (a directory of it) as the sandbox sees it."""
+        ...
+
+
+@runtime_checkable
 class KeepsWrites(Protocol):
-    """A placement whose writes (a staging sandbox's, over an empty base) can be kept at close
-    instead of removed: freezing it then takes them as the template's files (sandbox/fork.py)."""
+    """A placement whose writes (a fork's or a staging sandbox's: an overlay's upper directory on
+    the host) can be read apart from its template's files, or kept at close instead of removed:
+    freezing it then takes them as a template layer (sandbox/fork.py)."""
+
+    def writes_of(self, path: str) -> Path | None:
+        """The host directory holding the sandbox's writes under `path` (one of its fork_dirs), or
+        None where they are not apart from what it started with (a tmpfs)."""
+        ...
 
     def keep_writes(self, destination: Path) -> None:
         """At close, move the sandbox's writes to destination/tmp and destination/<workspace>."""

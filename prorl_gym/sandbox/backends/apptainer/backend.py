@@ -170,6 +170,8 @@ class ApptainerPlacement(PlacementBase):
             image = str(await self._site.pulls.get(image, spec.backend.cache_dir, self._binary))
         elif not os.path.exists(image):
             raise ApptainerError(f"image {image} does not exist")
+        if spec.template_lowers:  # never made here: only a placement with its writes apart layers a snapshot
+            raise ApptainerError("a layered template (a bubblewrap fork's snapshot) cannot start on Apptainer")
         if spec.template_dir is not None:  # a fork: its template's files, not the image's
             await self._copy_template(Path(spec.template_dir))
         elif spec.backend.disk_copies:

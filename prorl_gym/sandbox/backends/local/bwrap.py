@@ -29,7 +29,8 @@ follow a path the sandbox controls):
                             only until its sockets are bound (see runtime/kernel.py)
   <root>/.fork-base-<d>/    read-only, empty: what a staging sandbox's overlay starts from
   <private>/upper/, overlay-work/   a fork's (or staging sandbox's) writes, owned by the
-                            sandbox uid; the host never reads them (sandbox/fork.py)
+                            sandbox uid; read only by a snapshot's copy, which opens
+                            nothing by name and follows no link (sandbox/layers.py)
 The shared ones are built in shared_dirs.py.
 """
 
@@ -187,7 +188,8 @@ def scratch_mount(spec: SandboxSpec, private_dir: Path, path: str, size: int) ->
     if (lower := lower_dir(spec)) is None:
         return ["--size", str(size), "--tmpfs", path]
     upper, work = overlay_dirs(private_dir, path)
-    return ["--overlay-src", f"{lower}{path}", "--overlay", str(upper), str(work), path]
+    layers = [arg for below in spec.template_lowers for arg in ("--overlay-src", f"{below}{path}")]  # lowest first
+    return [*layers, "--overlay-src", f"{lower}{path}", "--overlay", str(upper), str(work), path]
 
 
 def lower_dir(spec: SandboxSpec) -> str | None:
@@ -328,6 +330,14 @@ class BwrapPlacement(PlacementBase):
         }
         env.update(self._spec.env)
         return env
+
+    def files_of(self, path: str) -> Path:
+        return Path(f"/proc/{self.init_pid}/root") / path.lstrip("/")
+
+    def writes_of(self, path: str) -> Path | None:
+        if self._spec.template_dir is None and not self._spec.staging:
+            return None
+        return overlay_dirs(self.private_dir, path)[0]
 
     def keep_writes(self, destination: Path) -> None:
         """At close, once nothing of the sandbox runs, move a fork's writes (its overlay upper dirs)
