@@ -24,10 +24,11 @@ OPAQUE = "user.overlay.opaque"  # an unprivileged overlay's (userxattr) mark of 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: a FIFO never blocks the open
 _GONE = (errno.ENOENT, errno.ELOOP, errno.ENOTDIR)  # changed under us: left out
+MAX_DEPTH = 200  # directories below the top: each level holds two descriptors and a frame while it is copied
 
 
 class LayerTooLarge(Exception):
-    """The writes exceed what a layer may hold."""
+    """The files exceed what a copy may hold (bytes, or directory depth)."""
 
 
 def copy_layer(source: Path, destination: Path, uid: int | None, max_bytes: int) -> int:
@@ -39,7 +40,7 @@ def copy_layer(source: Path, destination: Path, uid: int | None, max_bytes: int)
         dst = os.open(destination, _DIR_FLAGS)
         try:
             budget = [max_bytes]
-            _copy_dir(src, dst, uid, budget, os.fstat(src).st_dev)
+            _copy_dir(src, dst, uid, budget, os.fstat(src).st_dev, MAX_DEPTH)
             _finish(src, dst, uid)
             return max_bytes - budget[0]
         finally:
@@ -48,7 +49,7 @@ def copy_layer(source: Path, destination: Path, uid: int | None, max_bytes: int)
         os.close(src)
 
 
-def _copy_dir(src: int, dst: int, uid: int | None, budget: list[int], device: int) -> None:
+def _copy_dir(src: int, dst: int, uid: int | None, budget: list[int], device: int, depth: int) -> None:
     with os.scandir(src) as entries:
         names = [entry.name for entry in entries]
     for name in names:
@@ -62,6 +63,8 @@ def _copy_dir(src: int, dst: int, uid: int | None, budget: list[int], device: in
         if stat.S_ISDIR(mode) and info.st_dev != device:
             continue  # a mount point
         if stat.S_ISDIR(mode):
+            if depth == 0:
+                raise LayerTooLarge(f"directories nested deeper than {MAX_DEPTH}")
             try:
                 child = os.open(name, _DIR_FLAGS, dir_fd=src)
             except OSError as exc:
@@ -72,7 +75,7 @@ def _copy_dir(src: int, dst: int, uid: int | None, budget: list[int], device: in
                 os.mkdir(name, 0o700, dir_fd=dst)
                 out = os.open(name, _DIR_FLAGS, dir_fd=dst)
                 try:
-                    _copy_dir(child, out, uid, budget, device)
+                    _copy_dir(child, out, uid, budget, device, depth - 1)
                     _finish(child, out, uid)
                 finally:
                     os.close(out)

@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from prorl_gym.sandbox.layers import OPAQUE, LayerTooLarge, copy_layer
+from prorl_gym.sandbox.layers import MAX_DEPTH, OPAQUE, LayerTooLarge, copy_layer
 
 
 def test_files_links_whiteouts_and_opaque_marks_are_copied_as_they_are(tmp_path):
@@ -57,3 +57,11 @@ def test_the_copy_is_owned_by_the_sandbox_uid(tmp_path):
     copy_layer(src, tmp_path / "layer", 54321, 1 << 20)
     for path in ("", "d", "d/f", "l"):
         assert os.stat(tmp_path / "layer" / path, follow_symlinks=False).st_uid == 54321, path
+
+
+def test_a_tree_deeper_than_the_limit_is_refused_not_a_crash(tmp_path):
+    src = tmp_path / "upper"
+    deep = src.joinpath(*["d"] * (MAX_DEPTH + 2))
+    deep.mkdir(parents=True)
+    with pytest.raises(LayerTooLarge, match="deeper"):
+        copy_layer(src, tmp_path / "layer", None, 1 << 20)

@@ -87,3 +87,33 @@ def test_a_forged_file_stream_writes_nothing_outside_the_template_and_no_privile
     mode = (workspace / "suid").stat().st_mode
     assert not mode & (stat.S_ISUID | stat.S_ISGID | stat.S_IWOTH)
     assert (workspace / "suid").stat().st_uid == os.getuid()
+
+
+async def test_a_tree_swapped_for_links_mid_snapshot_never_copies_a_host_file(make, tmp_path):
+    """The snapshot copies a live sandbox's files on the host: the sandbox swaps a directory for links
+    to host paths as fast as it can while it is snapshotted, directly and as a fork (its writes)."""
+    secret = tmp_path / "host-secret"
+    secret.mkdir()
+    (secret / "key").write_text("HOST-SECRET\n")
+    os.chmod(tmp_path, 0o755)
+    parent = await make()
+    swap = (
+        f"while :; do rm -rf d; mkdir d; echo inside > d/key; rm -rf d; ln -s {secret} d; rm -f d; ln -s {secret}/key d; "
+        "rm -f d; done >/dev/null 2>&1 &"
+    )
+    await parent.bash(swap)
+    (fork,) = await parent.fork(1)
+    try:
+        await fork.bash(swap)
+        caught = 0  # snapshots that caught `d` in one of its forms: the race was run
+        for sandbox in (parent, fork):
+            for _ in range(15):
+                async with await sandbox.freeze() as template:
+                    caught += os.path.lexists(template.directory / "files" / "workspace" / "d")
+                    for path in (template.directory / "files").rglob("*"):
+                        if path.is_file() and not path.is_symlink():
+                            assert b"HOST-SECRET" not in path.read_bytes(), path
+        assert caught > 0
+        assert [p.name for p in secret.iterdir()] == ["key"] and (secret / "key").read_text() == "HOST-SECRET\n"
+    finally:
+        await fork.close()
