@@ -27,7 +27,7 @@ from prorl_gym.runtime.repl import PythonRepl
 from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
 from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox.api import Forkable, SandboxAPI
-from prorl_gym.sandbox.backends.base import Placement, PlacementBackend, RemoteBackend
+from prorl_gym.sandbox.backends.base import HostReachable, Placement, PlacementBackend, RemoteBackend
 from prorl_gym.sandbox.backends.registry import Backends, default_backends
 from prorl_gym.sandbox.errors import (
     SandboxClosedError,
@@ -37,7 +37,14 @@ from prorl_gym.sandbox.errors import (
     SandboxStartError,
     SandboxUnresponsiveError,
 )
-from prorl_gym.sandbox.fork import RESTORE_PYTHON, RESTORE_SHELL, Template, freeze
+from prorl_gym.sandbox.fork import (
+    RESTORE_PYTHON,
+    RESTORE_SHELL,
+    RESTORE_SHELL_RM,
+    Template,
+    freeze,
+    remove_shell_state,
+)
 from prorl_gym.sandbox.leases import Lease, abandon_lease, lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
 
@@ -67,7 +74,9 @@ class Sandbox(SandboxAPI, Forkable):
         self.id = placement.sandbox_id
         self.host = socket.gethostname()  # where it runs: a remote backend's placement says otherwise
         # A fork starts its shell where its parent's was; its Python state comes with its kernel.
-        self._shell = self._new_shell(spec.output_limit_bytes, RESTORE_SHELL if spec.template_dir else "")
+        self._host_reachable = isinstance(placement, HostReachable)
+        restore = RESTORE_SHELL if self._host_reachable else RESTORE_SHELL_RM
+        self._shell = self._new_shell(spec.output_limit_bytes, restore if spec.template_dir else "")
         self._shell_started = False
         self._shell_start = asyncio.Lock()
         self.python_state_pending = False
@@ -109,6 +118,8 @@ class Sandbox(SandboxAPI, Forkable):
                 await asyncio.shield(self._shell.close())
                 raise
             self._shell_started = True
+            if self.spec.template_dir and self._host_reachable:  # the state it loaded goes (RESTORE_SHELL)
+                await asyncio.to_thread(remove_shell_state, self.placement)  # type: ignore[arg-type]
 
     async def close(self) -> None:
         """Kill everything the sandbox started and remove its resources. Idempotent."""

@@ -36,6 +36,7 @@ async def test_a_fork_starts_where_its_parent_is_files_shell_and_python(runtime_
     try:
         shell = await child.bash("pwd; echo $TASK; greet x; cat app.py /tmp/notes")
         assert shell.output.split() == ["/workspace/src", "demo", "hello-x", "v1", "scratch"]
+        assert ".prorl-fork-shell.sh" not in (await child.bash("ls -A /tmp")).output  # loaded, then gone
         py = await child.python("xs.append(3); print(total(), math.floor(2.5), random.random())")
         total, floor, drawn = py.output.split()
         assert (total, floor) == ("6", "2")  # a function of the namespace sees the namespace's xs
