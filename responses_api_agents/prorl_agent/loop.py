@@ -54,6 +54,18 @@ def _detail(payload: bytes) -> str:
         return payload[:1000].decode(errors="replace")
 
 
+# What a turn's output item carries for training (vllm_model's *ForTraining items), on its last item.
+TOKEN_FIELDS = frozenset({"prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts"})
+
+
+def _dumped(item) -> dict:
+    return item.model_dump(exclude_unset=True) if isinstance(item, BaseModel) else dict(item)
+
+
+def _without_ids(wire: dict) -> dict:
+    return {k: v for k, v in wire.items() if k not in TOKEN_FIELDS} if TOKEN_FIELDS & wire.keys() else wire
+
+
 class LoopLimits(BaseModel):
     max_turns: int = 20  # policy calls
     max_output_tokens: int | None = None  # summed over all turns
@@ -99,6 +111,8 @@ class AgentLoop:
     on_turn: Callable[[int], Awaitable[None]] | None = None  # after each turn the rollout goes on from
     policy_failing: Callable[[], Awaitable[bool]] | None = None  # whether no policy endpoint is healthy now
     gate: PolicyGate | None = None  # the policy's version and pause (the trainer's weight updates)
+    _params_body: dict | None = field(default=None, init=False, repr=False)  # policy_body's caches
+    _wire: list[tuple[object, dict]] = field(default_factory=list, init=False, repr=False)
 
     @property
     def tool_names(self) -> set[str]:
@@ -134,12 +148,33 @@ class AgentLoop:
         if self.on_turn is not None:
             await self.on_turn(self.stats.turns)
 
-    async def query(self) -> NeMoGymResponse:
-        update: dict = {"input": list(self.params.input) + self.outputs}
+    def policy_body(self) -> dict:
+        """This turn's request: the task's params and every item so far, each dumped once per rollout
+        (not once per turn), token ids only on the last item that carries them. Every reader of a
+        request's ids reads the last turn's alone (tito's prompt, NeMo RL's vLLM prefix repair, the
+        chat drift check), and older turns' ids made each request grow with the square of the turns;
+        the record keeps them all (self.outputs)."""
+        if self._params_body is None:
+            self._params_body = self.params.model_dump(exclude_unset=True)
+            given = self.params.input or []
+            given = [{"role": "user", "content": given}] if isinstance(given, str) else given  # as NeMo Gym reads it
+            self._params_body["input"] = [_dumped(item) for item in given]
+        cache = self._wire
+        for i, item in enumerate(self.outputs):  # items replaced since (a branch's) are dumped anew
+            if i >= len(cache) or cache[i][0] is not item:
+                del cache[i:]
+                cache.append((item, _dumped(item)))
+        del cache[len(self.outputs) :]
+        last = max((i for i, (_, wire) in enumerate(cache) if TOKEN_FIELDS & wire.keys()), default=-1)
+        items = [wire if i == last else _without_ids(wire) for i, (_, wire) in enumerate(cache)]
+        body = dict(self._params_body, input=self._params_body["input"] + items)
         if self.limits.max_output_tokens:
             remaining = self.limits.max_output_tokens - self.stats.output_tokens
-            update["max_output_tokens"] = min(remaining, self.params.max_output_tokens or remaining)
-        body = self.params.model_copy(update=update)
+            body["max_output_tokens"] = min(remaining, self.params.max_output_tokens or remaining)
+        return body
+
+    async def query(self) -> NeMoGymResponse:
+        body = self.policy_body()
         # An endpoint (or the model server) that died under the rollout is the infrastructure's
         # failure whatever was generated: the rollout runs again from a fresh INIT, never stitched
         # from its partial trajectory. A slow or failing answer is only before any output.

@@ -1,6 +1,7 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 import asyncio
+import json
 
 import pytest
 from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
@@ -118,3 +119,31 @@ async def test_a_broken_sandbox_is_a_lost_sandbox():
     with pytest.raises(RolloutFailure) as info:
         await make_loop(client).run()
     assert info.value.failure.type == FailureType.SANDBOX_LOST and info.value.failure.infra
+
+
+async def test_a_turn_sends_token_ids_of_the_last_turn_only_and_the_record_keeps_all(client):
+    """Every reader of a request's ids reads the last turn's: older turns' ids are not sent again."""
+    turn = model_turns(("calls", [("bash", '{"command": "ls"}')]))
+
+    def with_ids(body):
+        answer = json.loads(turn(body)._body)
+        n = len([c for c in client.calls if c[1] == "/v1/responses"])
+        answer["output"][-1] |= {
+            "prompt_token_ids": [n] * 3,
+            "generation_token_ids": [n],
+            "generation_log_probs": [-0.5],
+        }
+        return FakeResponse(200, answer, {"model_session": "m1"})
+
+    client.route("model", "/v1/responses", with_ids)
+    loop = make_loop(client, max_turns=4)
+    assert await loop.run() == "max_turns"
+    requests = [c[2]["input"] for c in client.calls if c[1] == "/v1/responses"]
+    for sent in requests[1:]:
+        carrying = [item for item in sent if "prompt_token_ids" in item]
+        assert len(carrying) == 1 and carrying[0] is [i for i in sent if i.get("type") == "function_call"][-1]
+        assert carrying[0]["prompt_token_ids"] == [len(requests[: requests.index(sent)])] * 3  # the last turn's
+        assert all("generation_log_probs" not in item for item in sent if item is not carrying[0])
+    assert requests[-1][0] == {"role": "user", "content": "q"}  # the task's input, as given
+    calls = [o for o in loop.outputs if o.type == "function_call"]
+    assert [c.prompt_token_ids for c in calls] == [[1] * 3, [2] * 3, [3] * 3, [4] * 3]  # the record: all
