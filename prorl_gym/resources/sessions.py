@@ -74,9 +74,7 @@ class SandboxSessions:
 
     async def start(self) -> None:
         Path(self.spec.root_dir).mkdir(parents=True, exist_ok=True)
-        if self.zygote:
-            await self.zygote.start()
-        if self.pool:
+        if self.pool:  # (the zygote starts with the first sandbox's Python: KernelZygote.spawn)
             await self.pool.start(wait=False)
         self._sweeper = asyncio.create_task(self._sweep_forever())
 

@@ -8,6 +8,11 @@ instead of scoring the rollout 0. Replacing is the pool's own task, not the call
 caller cancelled mid-check (its client gave up) or a replacement that fails to start (a busy
 machine, a worker killed while it starts) must not shrink the pool for good: a pool that lost
 its last worker that way left every later check of its server waiting forever (the soak).
+
+Workers start with the first check, not with the server (`start(eager=True)` to start them at once):
+each imports its checks (sympy, math-verify: ~1 CPU-s and ~75 MiB), which a stack's environments
+that see no rollout never need. A start that fails is the first checks' typed error, tried again by
+the next check.
 """
 
 from __future__ import annotations
@@ -99,9 +104,32 @@ class VerifierPool:
         self._workers: set[_Worker] = set()
         self._replacing: set[asyncio.Task] = set()
         self._ids = itertools.count()
+        self._starting: asyncio.Task | None = None  # the workers' first start (lazy: the first check's)
+        self._closed = False
 
-    async def start(self) -> None:
-        await asyncio.gather(*(self._add_worker() for _ in range(self.size)))
+    async def start(self, eager: bool = False) -> None:
+        if eager:
+            await self._ensure_started()
+
+    async def _ensure_started(self) -> None:
+        if self._closed:
+            raise VerifierCrashed("the verifier pool is closed")
+        if self._starting is None or (self._starting.done() and self._starting.exception() is not None):
+            self._starting = asyncio.ensure_future(self._start_all())
+        try:
+            await asyncio.shield(self._starting)  # a caller that goes away does not cancel the others' start
+        except (TimeoutError, OSError) as exc:
+            raise VerifierCrashed(f"the verifier workers did not start: {exc!r}") from exc
+
+    async def _start_all(self) -> None:
+        started = await asyncio.gather(*(self._add_worker() for _ in range(self.size)), return_exceptions=True)
+        failed = [s for s in started if isinstance(s, BaseException)]
+        if len(failed) == len(started):
+            raise failed[0]
+        for _ in failed:  # some started: the pool keeps its size by replacing the others in its own time
+            task = asyncio.create_task(self._start_replacement(_Worker(self._python, self._preload)))
+            self._replacing.add(task)
+            task.add_done_callback(self._replacing.discard)
 
     async def _add_worker(self, tries: int = START_TRIES) -> None:
         """Start a worker; one that dies while starting (killed from outside, a transient failure) is
@@ -125,6 +153,10 @@ class VerifierPool:
             return
 
     async def close(self) -> None:
+        self._closed = True
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+            await asyncio.gather(self._starting, return_exceptions=True)
         for task in self._replacing:
             task.cancel()
         await asyncio.gather(*self._replacing, return_exceptions=True)
@@ -133,6 +165,7 @@ class VerifierPool:
 
     async def check(self, check: str, timeout: float | None = None, **kwargs: Any) -> Any:
         """Run the check named `module:function` with kwargs in a worker; raises a VerifierError subclass on failure."""
+        await self._ensure_started()
         worker = await self._idle.get()
         request = {"id": next(self._ids), "check": check, "kwargs": kwargs}
         try:

@@ -121,3 +121,23 @@ async def test_a_kernel_start_cancelled_mid_request_leaves_the_next_ones_their_o
     await asyncio.sleep(0.2)  # kernels started for the closed sandboxes are gone: only the survivors' remain
     children = subprocess.run(["pgrep", "-P", str(zygote.pid)], capture_output=True, text=True).stdout.split()
     assert len(children) == 3, children
+
+
+async def test_a_zygote_starts_with_the_first_runtime_and_not_after_it_is_closed(runtime_spec):
+    zygote = kernel_zygote_for(runtime_spec)
+    sandbox = await create_sandbox(runtime_spec, zygote=zygote)
+    try:
+        await sandbox.bash("true")
+        assert zygote.pid == -1  # a sandbox whose Python is never used never starts it
+        assert (await sandbox.python("print(6 * 7)")).output.strip() == "42"
+        assert zygote.pid > 0
+    finally:
+        await sandbox.close()
+        await zygote.close()
+    late = await create_sandbox(runtime_spec, zygote=zygote)
+    try:
+        with pytest.raises(SandboxKernelError, match="closed"):
+            await late.python("1")
+        assert zygote.pid == -1
+    finally:
+        await late.close()

@@ -13,7 +13,7 @@ CHECK = "prorl_gym.verify.math_check:check_math"
 @pytest.fixture
 async def pool():
     p = VerifierPool(size=1, timeout_s=30, preload=[CHECK])
-    await p.start()
+    await p.start(eager=True)
     try:
         yield p
     finally:
@@ -88,3 +88,24 @@ async def test_a_worker_that_died_while_idle_is_a_crash_not_an_error_of_the_serv
     with pytest.raises(VerifierCrashed):
         await check(pool)
     assert (await check(pool))["score"] == 1.0
+
+
+async def test_workers_start_with_the_first_check_and_a_failed_start_is_typed_and_tried_again(tmp_path):
+    lazy = VerifierPool(size=2, timeout_s=30, preload=[CHECK])
+    try:
+        await lazy.start()
+        assert not lazy._workers  # nothing until a check needs it
+        results = await asyncio.gather(*(check(lazy) for _ in range(3)))  # concurrent first checks: one start
+        assert [r["score"] for r in results] == [1.0] * 3 and len(lazy._workers) == 2
+    finally:
+        await lazy.close()
+    broken = VerifierPool(size=1, timeout_s=30, python=str(tmp_path / "no-python"), preload=[CHECK])
+    try:
+        await broken.start()
+        for _ in range(2):  # each check tries the start again, and says why it failed
+            with pytest.raises(VerifierCrashed, match="did not start"):
+                await check(broken)
+        broken._python = sys.executable  # the interpreter is back: the next check starts the workers
+        assert (await check(broken))["score"] == 1.0
+    finally:
+        await broken.close()
