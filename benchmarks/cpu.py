@@ -17,6 +17,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from prorl_gym.supervise import child_pid_file
+
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 # By working directory of the server processes (ng_run starts each server in its own folder).
 SERVER_KINDS = (("resources_servers/", "resources_server"), ("responses_api_agents/", "agent"))
@@ -48,6 +50,8 @@ def _kind(pid: int, parent_kind: str | None) -> str:
     except OSError:
         return parent_kind or "other"
     cmdline = raw.replace(b"\0", b" ").decode(errors="replace")
+    if "server_zygote" in cmdline and cwd == "/":
+        return "server_zygote"  # the pre-imported interpreter the servers are forked from (its servers chdir)
     if "zygote_main" in cmdline or parent_kind == "kernel":
         return "kernel"  # the zygote, the kernels it forked (and their intermediates)
     if "scripted_policy" in cmdline:
@@ -69,11 +73,26 @@ def _kind(pid: int, parent_kind: str | None) -> str:
 
 
 def snapshot(roots: list[int]) -> dict[int, Proc]:
-    """Every live process descending from `roots` (roots included)."""
+    """Every live process descending from `roots` (roots included); a supervisor's server counts as its
+    child although the server zygote forked it (prorl_gym/supervise.py), and the zygote itself (not its
+    other servers, which may be another stack's) as the first such supervisor's."""
     stats = {int(p): s for p in os.listdir("/proc") if p.isdigit() and (s := _stat(p)) is not None}
     children = defaultdict(list)
     for pid, (ppid, _, _) in stats.items():
         children[ppid].append(pid)
+    leaves: set[int] = set()  # counted, their children not
+    for pid in list(stats):
+        try:
+            with open(child_pid_file(pid)) as f:
+                server = int(f.read())
+        except (OSError, ValueError):
+            continue
+        if server in stats and server not in children[pid]:
+            children[pid].append(server)
+            zygote = stats[server][0]
+            if zygote != pid and zygote in stats and zygote not in leaves:
+                leaves.add(zygote)
+                children[pid].append(zygote)
     found: dict[int, Proc] = {}
     stack = [(pid, None) for pid in roots if pid in stats]
     while stack:
@@ -81,7 +100,7 @@ def snapshot(roots: list[int]) -> dict[int, Proc]:
         ppid, self_s, reaped_s = stats[pid]
         kind = _kind(pid, parent_kind)
         found[pid] = Proc(pid, ppid, kind, self_s, reaped_s)
-        stack += [(child, kind) for child in children[pid]]
+        stack += [(child, kind) for child in children[pid]] if pid not in leaves else []
     return found
 
 

@@ -67,7 +67,7 @@ from prorl_gym.pipeline.aggregate import percentile
 from prorl_gym.sandbox.backends.local.processes import processes_mounting
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.stack import Stack, collected_records
-from prorl_gym.testing import supervised_server
+from prorl_gym.testing import stack_processes, stack_servers, supervised_server
 from prorl_gym.wire.records import RolloutRecord
 
 FAULTS = ("policy", "sandbox", "shell", "kernel", "hang", "verifier", "server", "agent")
@@ -160,14 +160,8 @@ def sandbox_processes(root: Path) -> dict[str, list[int]]:
 
 
 def session_processes(session: int, needle: str) -> list[int]:
-    found = []
-    for pid in _pids():
-        try:
-            if os.getsid(pid) == session and needle in _read(f"/proc/{pid}/cmdline").replace("\0", " "):
-                found.append(pid)
-        except OSError:
-            continue
-    return found
+    """The stack's processes whose command line has `needle` (its servers' children included)."""
+    return [pid for pid in stack_processes(session) if needle in _read(f"/proc/{pid}/cmdline").replace("\0", " ")]
 
 
 class Faults:
@@ -222,19 +216,10 @@ class Faults:
 
     def agent(self) -> bool:
         folder = REPO_ROOT / "responses_api_agents" / "prorl_agent"
-        pids = [p for p in _pids() if _is_supervised_in(p, self.soak.stack.session, folder)]
-        return self._kill(pids)
-
-
-def _is_supervised_in(pid: int, session: int, folder: Path) -> bool:
-    try:
-        return (
-            os.getsid(pid) == session
-            and os.readlink(f"/proc/{pid}/cwd") == str(folder)
-            and b"PRORL_SUPERVISED_CHILD=1" in open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
-        )
-    except OSError:
-        return False
+        try:
+            return self._kill([supervised_server(self.soak.stack.session, folder)])
+        except LookupError:  # being started again
+            return False
 
 
 # ---------------------------------------------------------------------- the faults mode
@@ -413,16 +398,7 @@ def soak_faults(
 
 
 def server_processes(session: int) -> list[int]:
-    return [
-        p for p in _pids() if _safe_sid(p) == session and "PRORL_SUPERVISED_CHILD=1" in _read(f"/proc/{p}/environ")
-    ]
-
-
-def _safe_sid(pid: int) -> int:
-    try:
-        return os.getsid(pid)
-    except OSError:
-        return -1
+    return list(stack_servers(session).values())
 
 
 def footprint(pids: list[int]) -> tuple[int, int]:

@@ -19,10 +19,13 @@ once that it is not coming back. (The child tells the supervisor its address at 
     PRORL_RESTART_DELAY_S=N     wait N seconds before starting a dead server again (default 0.5;
                                 doubling, up to 10 s, while it crash-loops)
     PRORL_CRASH_WINDOW_S=N      a death within N seconds of a start is a crash (default 30)
+    PRORL_SERVER_ZYGOTE=0       spawn the child (default: forked by the machine's pre-imported server
+                                zygote, server_zygote.py: the libraries every server imports, once)
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import logging
@@ -34,6 +37,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
+
+from prorl_gym.server_zygote import ZygoteChild, fork_server
 
 CHILD_VAR = "PRORL_SUPERVISED_CHILD"  # set in the child: it runs the server itself
 ADDRESS_VAR = "PRORL_SUPERVISOR_ADDRESS_FILE"  # where the child writes "host port" at start
@@ -65,6 +70,19 @@ def supervised(run: Callable[[], object], address: Callable[[], tuple[str, int]]
     sys.exit(Supervisor([sys.executable, *sys.argv]).run())
 
 
+def child_pid_file(supervisor_pid: int) -> str:
+    """Where a supervisor keeps its server's pid: a zygote-forked server is not its child, and whoever
+    measures a stack by its process tree (benchmarks/cpu.py) finds it here."""
+    return os.path.join(tempfile.gettempdir(), f"prorl-supervisor-{supervisor_pid}.child")
+
+
+def _write_child_pid(pid: int) -> None:
+    path = child_pid_file(os.getpid())
+    with open(f"{path}.tmp", "w") as f:
+        f.write(str(pid))
+    os.replace(f"{path}.tmp", path)
+
+
 def _end_with_parent() -> None:
     """In the child, before exec: SIGTERM when the supervisor dies (even by SIGKILL), never an orphan
     server holding the port. The supervisor has no threads, so a preexec_fn is safe here."""
@@ -74,7 +92,7 @@ def _end_with_parent() -> None:
 class Supervisor:
     def __init__(self, argv: list[str]):
         self.argv = argv
-        self.child: subprocess.Popen | None = None
+        self.child: subprocess.Popen | ZygoteChild | None = None
         self.stopping = False
         fd, self.address_file = tempfile.mkstemp(prefix="prorl-supervised-", suffix=".address")
         os.close(fd)
@@ -96,6 +114,8 @@ class Supervisor:
             return self._supervise()
         finally:
             os.unlink(self.address_file)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(child_pid_file(os.getpid()))
 
     def _supervise(self) -> int:
         restart_delay = float(os.environ.get("PRORL_RESTART_DELAY_S", 0.5))
@@ -105,12 +125,13 @@ class Supervisor:
             started = time.monotonic()
             # Its own process group: a Ctrl-C or killpg meant for the stack reaches it once, through us
             # (a second SIGINT would make uvicorn skip its shutdown, and the sandboxes' release).
-            self.child = subprocess.Popen(
-                self.argv,
-                env=os.environ | {CHILD_VAR: "1", ADDRESS_VAR: self.address_file},
-                preexec_fn=_end_with_parent,
-                process_group=0,
+            env = os.environ | {CHILD_VAR: "1", ADDRESS_VAR: self.address_file}
+            # Forked by the machine's pre-imported server zygote where it can be (server_zygote.py),
+            # else spawned (the same argv, environment, stdio, process group and death with us).
+            self.child = fork_server(self.argv, env) or subprocess.Popen(
+                self.argv, env=env, preexec_fn=_end_with_parent, process_group=0
             )
+            _write_child_pid(self.child.pid)
             log.info("server started (pid %d)", self.child.pid)
             code = self._wait()
             if self.stopping:

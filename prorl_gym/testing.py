@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from prorl_gym.environments import environment
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import Stack
-from prorl_gym.supervise import CHILD_VAR
+from prorl_gym.supervise import child_pid_file
 
 # Run in a sandbox's agent shell: every other bash of the sandbox (the harness's file shell) stops,
 # as when a fault freezes it. Prints "stopped".
@@ -86,8 +86,56 @@ def transcript(final_text: str | None = None, tool_calls: list[tuple[str, str]] 
 
 
 def supervised_server(session: int, folder: str | Path) -> int:
-    """The pid of the server (the supervisor's child) running from `folder` in process session `session`
-    (a Stack's ng_run session), for tests that kill it."""
+    """The pid of the server supervised from `folder` in process session `session` (a Stack's ng_run
+    session), for tests that kill it: forked by the server zygote (outside the session) or spawned."""
+    supervisor = supervisor_of(session, folder)
+    try:
+        with open(child_pid_file(supervisor)) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        raise LookupError(f"the supervisor {supervisor} of {folder} has no server now") from None
+
+
+def stack_servers(session: int) -> dict[int, int]:
+    """{supervisor pid: its server's pid} of a stack's session (a server the zygote forked is outside it)."""
+    servers = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if os.getsid(int(entry.name)) == session:
+                    with open(child_pid_file(int(entry.name))) as f:
+                        servers[int(entry.name)] = int(f.read())
+            except (OSError, ValueError):
+                continue
+    return servers
+
+
+def stack_processes(session: int) -> list[int]:
+    """Every process of a stack: its session's, and its servers with their descendants (verifier workers,
+    zygotes), which are outside it when the server zygote forked the servers."""
+    parents: dict[int, list[int]] = {}
+    members = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+                parents.setdefault(ppid, []).append(int(entry.name))
+                if os.getsid(int(entry.name)) == session:
+                    members.add(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    todo = list(stack_servers(session).values())
+    while todo:
+        pid = todo.pop()
+        if pid not in members:
+            members.add(pid)
+            todo += parents.get(pid, [])
+    return sorted(members)
+
+
+def supervisor_of(session: int, folder: str | Path) -> int:
+    """The pid of the supervisor ng_run started for the server in `folder`, in session `session`."""
     folder = str(Path(folder).resolve())
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -95,12 +143,11 @@ def supervised_server(session: int, folder: str | Path) -> int:
         try:
             if os.getsid(int(entry.name)) != session or os.readlink(f"/proc/{entry.name}/cwd") != folder:
                 continue
-            with open(f"/proc/{entry.name}/environ", "rb") as f:
-                if f"{CHILD_VAR}=1".encode() in f.read().split(b"\0"):
-                    return int(entry.name)
+            if os.path.exists(child_pid_file(int(entry.name))):  # only a supervisor keeps one
+                return int(entry.name)
         except OSError:
             continue
-    raise LookupError(f"no supervised server from {folder} in session {session}")
+    raise LookupError(f"no supervisor of a server from {folder} in session {session}")
 
 
 HARNESS_CONFIGS = "responses_api_agents/prorl_agent/configs"

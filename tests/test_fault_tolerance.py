@@ -28,7 +28,7 @@ from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import Stack, collected_records
-from prorl_gym.testing import supervised_server
+from prorl_gym.testing import supervised_server, supervisor_of
 
 MATH = environment("math")
 AGENT = f"+{MATH.agent_key}"
@@ -187,16 +187,12 @@ def test_a_run_in_flight_when_the_agent_stops_answers_a_shutdown_record(stack):
         while not live_sandboxes(stack):  # INIT done: RUN under way, waiting on the policy
             assert time.monotonic() < deadline, "the rollout never started"
             time.sleep(0.05)
-        supervisor = _parent(supervised_server(stack.session, MATH_AGENT_FOLDER))
+        supervisor = supervisor_of(stack.session, MATH_AGENT_FOLDER)
         os.kill(supervisor, signal.SIGINT)  # as ng_run does at shutdown
         status, record = answer.result(timeout=60)
     assert status == 200, record
     assert record["failure"]["type"] == "shutdown" and record["_ng_failure_class"] == "shutdown"
     assert record["reward"] == 0.0 and record["task_id"] == row["task_id"]
-
-
-def _parent(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _post_run(url: str, row: dict) -> tuple[int, dict]:
