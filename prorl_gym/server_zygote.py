@@ -142,6 +142,8 @@ def fork_server(argv: list[str], env: dict[str, str]) -> ZygoteChild | None:
     if os.environ.get("SLURM_JOB_ID") and choice != "1":  # a job's processes stay in its step's tree
         return None
     path = socket_path()
+    if len(path.encode()) >= 100:  # a Unix socket's path must be short (TMPDIR deep below)
+        return None
     conn = _connect(path) or _start_and_connect(path)
     if conn is None:
         return None
@@ -312,11 +314,10 @@ def _become(argv: list[str], cwd: str, env: dict[str, str], fds: list[int]) -> N
         os.environ.clear()
         os.environ.update(env)
         sys.argv = argv[1:]
-        script = os.path.abspath(sys.argv[0])
-        sys.path[0] = os.path.dirname(script)
+        sys.path[0] = os.path.dirname(os.path.abspath(sys.argv[0]))
         if "numpy" in sys.modules:  # its global generator would otherwise be the same in every server
             sys.modules["numpy"].random.seed()
-        runpy.run_path(script, run_name="__main__")
+        runpy.run_path(sys.argv[0], run_name="__main__")
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
