@@ -152,6 +152,7 @@ class Frozen(SandboxAPI, Protocol):
 
     placement: Placement
     template: Template | None
+    python_state_pending: bool  # a fork's parent's Python state, not loaded yet (its kernel has not started)
 
 
 # How a template starts one fork: (its spec, its id, the template (whose `release` the fork awaits with its
@@ -268,11 +269,14 @@ async def freeze(sandbox: Frozen, start: Starter, timeout: float = 60.0, consume
     finally:  # the parent is left as it was
         if not sandbox.closed:
             with contextlib.suppress(Exception):
+                # (a Python state the sandbox has yet to load is its own: it stays)
+                names = [SHELL_STATE] + ([] if sandbox.python_state_pending else [STATE_DIR])
                 if isinstance(placement, HostReachable):
-                    names = [os.path.basename(SHELL_STATE), os.path.basename(STATE_DIR)]
-                    await asyncio.to_thread(remove_beneath, placement.files_of("/tmp"), names)
+                    await asyncio.to_thread(
+                        remove_beneath, placement.files_of("/tmp"), [os.path.basename(n) for n in names]
+                    )
                 else:
-                    await sandbox.bash(f"rm -rf {STATE_DIR} {SHELL_STATE}", timeout)
+                    await sandbox.bash(f"rm -rf {' '.join(names)}", timeout)
     if base is not None:
         base.hold(template_id)
     return Template(sandbox.spec, template_id, directory, python_state, dropped, start, base)
@@ -282,7 +286,7 @@ def _layer_base(sandbox: Frozen) -> Template | None:
     """The template a snapshot of this sandbox can be a layer over: its own, when the sandbox is its
     fork, its writes are apart on the host and the chain is not too deep; else None (a full copy)."""
     template, placement = sandbox.template, sandbox.placement
-    if template is None or template._closed or not isinstance(placement, KeepsWrites):
+    if template is None or not isinstance(placement, KeepsWrites):  # (held by the fork: its files are there)
         return None
     if len(template.spec.template_lowers) + 1 >= MAX_LAYERS:
         return None
@@ -326,8 +330,8 @@ async def _capture_state(sandbox: Frozen, timeout: float) -> tuple[list[str], bo
     result = await sandbox.bash(CAPTURE_SHELL, timeout)
     if result.exit_code != 0:
         raise SandboxForkError(f"sandbox {sandbox.id}: could not read its shell state: {result.output[-500:]}")
-    if not sandbox.kernel_started:
-        return [], False
+    if not sandbox.kernel_started:  # a fork that never ran Python still holds its parent's state, unloaded
+        return [], sandbox.python_state_pending
     result = await sandbox.python(CAPTURE_PYTHON, timeout)
     if result.error is not None or result.timed_out:
         detail = result.error or "timed out"

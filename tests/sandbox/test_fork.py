@@ -245,3 +245,18 @@ async def test_a_snapshot_copies_no_link_and_nothing_but_files(sandbox, tmp_path
                     await child.close()
         finally:
             await fork.close()
+
+
+async def test_a_fork_that_never_ran_python_passes_its_parents_state_on_and_keeps_it(sandbox):
+    await sandbox.python("inherited = 'from the parent'")
+    (child,) = await sandbox.fork(1)
+    try:
+        assert not child.kernel_started
+        (grandchild,) = await child.fork(1)  # a snapshot of the child: the state it has yet to load goes too
+        try:
+            assert (await grandchild.python("print(inherited)")).output.strip() == "from the parent"
+        finally:
+            await grandchild.close()
+        assert (await child.python("print(inherited)")).output.strip() == "from the parent"  # still its own
+    finally:
+        await child.close()
