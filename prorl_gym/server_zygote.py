@@ -224,6 +224,7 @@ def serve(path: str) -> None:
     os.chmod(staging, 0o600)
     listener.listen(64)
     os.rename(staging, path)  # connectable only once it listens
+    bound = os.stat(path).st_ino
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ, ("listener", None))
     servers: dict[int, tuple[socket.socket, int]] = {}  # pid -> (its supervisor's connection, its pidfd)
@@ -250,7 +251,7 @@ def serve(path: str) -> None:
         if servers:
             idle_since = time.monotonic()
     with contextlib.suppress(FileNotFoundError):
-        if os.stat(path).st_ino == os.fstat(listener.fileno()).st_ino:
+        if os.stat(path).st_ino == bound:  # not a newer zygote's
             os.unlink(path)
 
 

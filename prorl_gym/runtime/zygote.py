@@ -53,16 +53,21 @@ class KernelZygote:
         self._start_timeout_s = start_timeout_s
         self._channel: socket.socket | None = None
         self._lock = asyncio.Lock()
-        self._starting = asyncio.Lock()
+        self._starting: asyncio.Task | None = None  # a start on first use, its own task
         self._closed = False
         self.pid = -1
 
     async def ensure_started(self) -> None:
-        async with self._starting:
-            if self._closed:
-                raise ZygoteError("the kernel zygote is closed")
-            if self._channel is None:
-                await self.start()
+        """Started once, in a task of its own: a caller cancelled meanwhile (a sandbox closed while its
+        Python warmed up) must not leave a half-started zygote whose ready message answers the next
+        request."""
+        if self._closed:
+            raise ZygoteError("the kernel zygote is closed")
+        if self._channel is not None:
+            return
+        if self._starting is None or self._starting.done():
+            self._starting = asyncio.ensure_future(self.start())
+        await asyncio.shield(self._starting)
 
     async def start(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -90,14 +95,19 @@ class KernelZygote:
         finally:
             theirs.close()
         ours.setblocking(False)
-        self._channel = ours
         try:
             ready = await asyncio.wait_for(asyncio.get_running_loop().sock_recv(ours, 4096), self._start_timeout_s)
         except TimeoutError:
             ready = b""
+        except BaseException:  # cancelled: nothing half-started is left
+            ours.close()
+            await asyncio.shield(self._end_process())
+            raise
         if not ready:
-            await self.close()
+            ours.close()
+            await self._end_process()
             raise ZygoteError(f"the kernel zygote did not start; see {self._log_path}")
+        self._channel = ours  # usable once it said it is ready
 
     async def spawn(
         self,
@@ -151,9 +161,15 @@ class KernelZygote:
 
     async def close(self) -> None:
         self._closed = True
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+            await asyncio.gather(self._starting, return_exceptions=True)
         if self._channel is not None:
             self._channel.close()  # the zygote exits when its end closes
             self._channel = None
+        await self._end_process()
+
+    async def _end_process(self) -> None:
         if self.pid > 0:
             if await reap(self.pid, timeout=2.0) is None:
                 signal_group(self.pid, 9)

@@ -141,3 +141,20 @@ async def test_a_zygote_starts_with_the_first_runtime_and_not_after_it_is_closed
         assert zygote.pid == -1
     finally:
         await late.close()
+
+
+async def test_a_first_start_cancelled_midway_leaves_a_working_zygote(runtime_spec):
+    """A sandbox closed while its Python warms up cancels the caller that started the zygote: the next
+    caller gets a zygote that answers its own request (a half-started one answered with its ready
+    message)."""
+    zygote = kernel_zygote_for(runtime_spec)
+    sandbox = await create_sandbox(runtime_spec, zygote=zygote)
+    try:
+        first = asyncio.ensure_future(sandbox.python("1"))
+        await asyncio.sleep(0.05)  # the zygote is importing its preloads
+        first.cancel()
+        await asyncio.gather(first, return_exceptions=True)
+        assert (await sandbox.python("print(6 * 7)")).output.strip() == "42"
+    finally:
+        await sandbox.close()
+        await zygote.close()
