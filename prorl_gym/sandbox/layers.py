@@ -65,12 +65,8 @@ def _copy_dir(src: int, dst: int, uid: int | None, budget: list[int], device: in
         if stat.S_ISDIR(mode):
             if depth == 0:
                 raise LayerTooLarge(f"directories nested deeper than {MAX_DEPTH}")
-            try:
-                child = os.open(name, _DIR_FLAGS, dir_fd=src)
-            except OSError as exc:
-                if exc.errno in _GONE:
-                    continue
-                raise
+            if (child := _open_unless_gone(name, _DIR_FLAGS, src)) is None:
+                continue
             try:
                 os.mkdir(name, 0o700, dir_fd=dst)
                 out = os.open(name, _DIR_FLAGS, dir_fd=dst)
@@ -98,13 +94,19 @@ def _copy_dir(src: int, dst: int, uid: int | None, budget: list[int], device: in
         # sockets, FIFOs and devices are not a sandbox's files
 
 
-def _copy_file(src: int, dst: int, name: str, uid: int | None, budget: list[int]) -> None:
+def _open_unless_gone(name: str, flags: int, directory: int) -> int | None:
+    """`name` in `directory` opened, or None where it went or changed kind since it was listed."""
     try:
-        fd_in = os.open(name, _FILE_FLAGS, dir_fd=src)
+        return os.open(name, flags, dir_fd=directory)
     except OSError as exc:
         if exc.errno in _GONE:
-            return
+            return None
         raise
+
+
+def _copy_file(src: int, dst: int, name: str, uid: int | None, budget: list[int]) -> None:
+    if (fd_in := _open_unless_gone(name, _FILE_FLAGS, src)) is None:
+        return
     try:
         info = os.fstat(fd_in)
         if not stat.S_ISREG(info.st_mode):  # swapped since the stat
