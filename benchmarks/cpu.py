@@ -17,7 +17,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from prorl_gym.supervise import child_pid_file
+from prorl_gym.supervise import read_child_pid
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 # By working directory of the server processes (ng_run starts each server in its own folder).
@@ -82,11 +82,7 @@ def snapshot(roots: list[int]) -> dict[int, Proc]:
         children[ppid].append(pid)
     leaves: set[int] = set()  # counted, their children not
     for pid in list(stats):
-        try:
-            with open(child_pid_file(pid)) as f:
-                server = int(f.read())
-        except (OSError, ValueError):
-            continue
+        server = read_child_pid(pid)
         if server in stats and server not in children[pid]:
             children[pid].append(server)
             zygote = stats[server][0]

@@ -76,6 +76,15 @@ def child_pid_file(supervisor_pid: int) -> str:
     return os.path.join(tempfile.gettempdir(), f"prorl-supervisor-{supervisor_pid}.child")
 
 
+def read_child_pid(supervisor_pid: int) -> int | None:
+    """The pid of the server `supervisor_pid` supervises now; None if it is no supervisor (or between two)."""
+    try:
+        with open(child_pid_file(supervisor_pid)) as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
 def _write_child_pid(pid: int) -> None:
     path = child_pid_file(os.getpid())
     with open(f"{path}.tmp", "w") as f:

@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from prorl_gym.environments import environment
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import Stack
-from prorl_gym.supervise import child_pid_file
+from prorl_gym.supervise import read_child_pid
 
 # Run in a sandbox's agent shell: every other bash of the sandbox (the harness's file shell) stops,
 # as when a fault freezes it. Prints "stopped".
@@ -89,48 +89,46 @@ def supervised_server(session: int, folder: str | Path) -> int:
     """The pid of the server supervised from `folder` in process session `session` (a Stack's ng_run
     session), for tests that kill it: forked by the server zygote (outside the session) or spawned."""
     supervisor = supervisor_of(session, folder)
-    try:
-        with open(child_pid_file(supervisor)) as f:
-            return int(f.read())
-    except (OSError, ValueError):
-        raise LookupError(f"the supervisor {supervisor} of {folder} has no server now") from None
+    if (server := read_child_pid(supervisor)) is None:
+        raise LookupError(f"the supervisor {supervisor} of {folder} has no server now")
+    return server
 
 
-def stack_servers(session: int) -> dict[int, int]:
-    """{supervisor pid: its server's pid} of a stack's session (a server the zygote forked is outside it)."""
-    servers = {}
+def _session_members(session: int) -> list[int]:
+    members = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
                 if os.getsid(int(entry.name)) == session:
-                    with open(child_pid_file(int(entry.name))) as f:
-                        servers[int(entry.name)] = int(f.read())
-            except (OSError, ValueError):
+                    members.append(int(entry.name))
+            except OSError:
                 continue
-    return servers
+    return members
+
+
+def stack_servers(session: int) -> dict[int, int]:
+    """{supervisor pid: its server's pid} of a stack's session (a server the zygote forked is outside it)."""
+    return {pid: server for pid in _session_members(session) if (server := read_child_pid(pid)) is not None}
 
 
 def stack_processes(session: int) -> list[int]:
     """Every process of a stack: its session's, and its servers with their descendants (verifier workers,
     zygotes), which are outside it when the server zygote forked the servers."""
-    parents: dict[int, list[int]] = {}
-    members = set()
+    members = set(_session_members(session))
+    children: dict[int, list[int]] = {}
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
                 with open(f"/proc/{entry.name}/stat", "rb") as f:
                     ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-                parents.setdefault(ppid, []).append(int(entry.name))
-                if os.getsid(int(entry.name)) == session:
-                    members.add(int(entry.name))
             except (OSError, ValueError, IndexError):
                 continue
-    todo = list(stack_servers(session).values())
-    while todo:
+            children.setdefault(ppid, []).append(int(entry.name))
+    todo = [server for pid in members if (server := read_child_pid(pid)) is not None]
+    while todo:  # a server and its descendants, in the session or not
         pid = todo.pop()
-        if pid not in members:
-            members.add(pid)
-            todo += parents.get(pid, [])
+        members.add(pid)
+        todo += children.get(pid, [])
     return sorted(members)
 
 
@@ -143,7 +141,7 @@ def supervisor_of(session: int, folder: str | Path) -> int:
         try:
             if os.getsid(int(entry.name)) != session or os.readlink(f"/proc/{entry.name}/cwd") != folder:
                 continue
-            if os.path.exists(child_pid_file(int(entry.name))):  # only a supervisor keeps one
+            if read_child_pid(int(entry.name)) is not None:  # only a supervisor keeps one
                 return int(entry.name)
         except OSError:
             continue

@@ -74,10 +74,13 @@ PYTHON_STATE = f"{STATE_DIR}/python.pkl"
 # are its own, not the task's: they are filtered out of the template's copy on the host (SKIP_EXPORTS).
 CAPTURE_SHELL = f"{{ export -p; declare -f; printf 'cd -- %q\\n' \"$PWD\"; }} > {SHELL_STATE}"
 SKIP_EXPORTS = re.compile(rb"^declare -[a-zA-Z-]* (PS1|PS2|PS4|PWD|OLDPWD|SHLVL|_)=")
-# A fork's shell loads it first; the file then goes (the host removes it where it reaches the sandbox's
-# files: `rm` is a process, ~1.5 ms of a fork's start; RESTORE_SHELL_RM elsewhere).
-RESTORE_SHELL = f"if [ -f {SHELL_STATE} ]; then . {SHELL_STATE}; fi >/dev/null 2>&1; true"
-RESTORE_SHELL_RM = f"if [ -f {SHELL_STATE} ]; then . {SHELL_STATE}; rm -f {SHELL_STATE}; fi >/dev/null 2>&1; true"
+
+
+def restore_shell(host_removes: bool) -> str:
+    """A fork's shell loads the state first; the file then goes: removed by the host where it reaches the
+    sandbox's files (`remove_shell_state`: `rm` is a process, ~1.5 ms of a fork's start), else by `rm`."""
+    remove = "" if host_removes else f" rm -f {SHELL_STATE};"
+    return f"if [ -f {SHELL_STATE} ]; then . {SHELL_STATE};{remove} fi >/dev/null 2>&1; true"
 
 
 def remove_shell_state(placement: HostReachable) -> None:

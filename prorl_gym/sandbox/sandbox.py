@@ -37,14 +37,7 @@ from prorl_gym.sandbox.errors import (
     SandboxStartError,
     SandboxUnresponsiveError,
 )
-from prorl_gym.sandbox.fork import (
-    RESTORE_PYTHON,
-    RESTORE_SHELL,
-    RESTORE_SHELL_RM,
-    Template,
-    freeze,
-    remove_shell_state,
-)
+from prorl_gym.sandbox.fork import RESTORE_PYTHON, Template, freeze, remove_shell_state, restore_shell
 from prorl_gym.sandbox.leases import Lease, abandon_lease, lease_for, remove_lease, write_lease
 from prorl_gym.sandbox.spec import SandboxSpec
 
@@ -75,8 +68,8 @@ class Sandbox(SandboxAPI, Forkable):
         self.host = socket.gethostname()  # where it runs: a remote backend's placement says otherwise
         # A fork starts its shell where its parent's was; its Python state comes with its kernel.
         self._host_reachable = isinstance(placement, HostReachable)
-        restore = RESTORE_SHELL if self._host_reachable else RESTORE_SHELL_RM
-        self._shell = self._new_shell(spec.output_limit_bytes, restore if spec.template_dir else "")
+        restore = restore_shell(self._host_reachable) if spec.template_dir else ""
+        self._shell = self._new_shell(spec.output_limit_bytes, restore)
         self._shell_started = False
         self._shell_start = asyncio.Lock()
         self.python_state_pending = False
@@ -118,7 +111,7 @@ class Sandbox(SandboxAPI, Forkable):
                 await asyncio.shield(self._shell.close())
                 raise
             self._shell_started = True
-            if self.spec.template_dir and self._host_reachable:  # the state it loaded goes (RESTORE_SHELL)
+            if self.spec.template_dir and self._host_reachable:  # the state it loaded goes (restore_shell)
                 await asyncio.to_thread(remove_shell_state, self.placement)  # type: ignore[arg-type]
 
     async def close(self) -> None:

@@ -127,9 +127,7 @@ class VerifierPool:
         if len(failed) == len(started):
             raise failed[0]
         for _ in failed:  # some started: the pool keeps its size by replacing the others in its own time
-            task = asyncio.create_task(self._start_replacement(_Worker(self._python, self._preload)))
-            self._replacing.add(task)
-            task.add_done_callback(self._replacing.discard)
+            self._start_replacement_task(_Worker(self._python, self._preload))
 
     async def _add_worker(self, tries: int = START_TRIES) -> None:
         """Start a worker; one that dies while starting (killed from outside, a transient failure) is
@@ -188,7 +186,10 @@ class VerifierPool:
         may be in the middle of being cancelled)."""
         self._workers.discard(worker)
         worker.signal_kill()
-        task = asyncio.create_task(self._start_replacement(worker))
+        self._start_replacement_task(worker)
+
+    def _start_replacement_task(self, dead: _Worker) -> None:
+        task = asyncio.create_task(self._start_replacement(dead))
         self._replacing.add(task)
         task.add_done_callback(self._replacing.discard)
 
