@@ -34,6 +34,10 @@ BACKENDS: dict[str, tuple[str, str]] = {
         "prorl_gym.sandbox.backends.ray.options:RayOptions",
         "prorl_gym.sandbox.backends.ray.backend:RayBackend",
     ),
+    "container": (
+        "prorl_gym.sandbox.backends.container.options:ContainerOptions",
+        "prorl_gym.sandbox.backends.container.backend:ContainerBackend",
+    ),
 }
 
 

@@ -1,0 +1,166 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""Pid 1 of a container sandbox: starts the sandbox's processes with the host's file descriptors.
+
+Runs inside the container (its source is passed with `python -c`: stdlib only, Python 3.6+), as
+container root with no capability but SETUID, SETGID, KILL and CHOWN. It listens on a Unix socket in a
+root-owned directory bound at the same path on the host; attach_main.py (a host process the
+runtimes spawn as if it were the program) connects and sends argv, env, cwd and its own file
+descriptors (SCM_RIGHTS): the pty slave of a shell, the pipes and control socket of a kernel.
+The child gets them at the same numbers, its own session (the pty as its controlling terminal),
+the sandbox's uid and rlimits. Its exit status goes back to the attacher, which exits with it;
+an attacher that goes (killed) takes the child's process group with it. As pid 1 it also reaps
+every orphan of the sandbox.
+
+    python -I -S -c <this> '{"socket": path, "ready": fifo, "uid": n, "rlimits": {...}, "chown": [dirs]}'
+
+`chown`: directories made for the sandbox (its workspace tmpfs) that become the sandbox uid's
+(Podman's tmpfs takes no uid= option); the only use of CAP_CHOWN.
+"""
+
+import array
+import fcntl
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import struct
+import sys
+import termios
+
+MAX_FDS = 64
+
+
+def recv_request(conn):
+    """One request: 4-byte length, JSON, the fds attached to its first bytes."""
+    fds = array.array("i")
+    data, ancdata, _, _ = conn.recvmsg(1 << 16, socket.CMSG_SPACE(MAX_FDS * fds.itemsize))
+    for level, kind, payload in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+    while len(data) < 4 or len(data) < 4 + struct.unpack("!I", data[:4])[0]:
+        more = conn.recv(1 << 16)
+        if not more:
+            raise EOFError
+        data += more
+    return json.loads(data[4:].decode()), list(fds)
+
+
+def child(request, fds, uid, limits):
+    """In the forked child: become the program (never returns)."""
+    try:
+        os.setsid()
+        moved = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1024) for fd in fds]  # out of the way of the targets
+        for target, fd in zip(request["fds"], moved):
+            os.dup2(fd, target)
+        keep = set(request["fds"])
+        for fd in range(3, 1024 + 2 * MAX_FDS + 8):
+            if fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        if request.get("tty"):
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        for name, value in limits.items():
+            soft, hard = value if isinstance(value, list) else (value, value)
+            resource.setrlimit(getattr(resource, "RLIMIT_" + name.upper()), (soft, hard))
+        try:
+            os.chdir(request.get("cwd") or "/")
+        except OSError:
+            os.chdir("/")
+        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        env = request["env"]
+        os.execvpe(request["argv"][0], request["argv"], env)
+    except BaseException as exc:  # noqa: BLE001 - anything: say it, exit 127 like a shell
+        try:
+            os.write(2, f"sandbox spawner: {exc!r}\n".encode())
+        finally:
+            os._exit(127)
+
+
+def main():
+    config = json.loads(sys.argv[1])
+    path, ready, uid, limits = config["socket"], config["ready"], config["uid"], config["rlimits"]
+    for directory in config["chown"]:
+        os.chown(directory, uid, uid)
+    os.umask(0o077)  # the socket: root's only (the sandbox uid cannot connect)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    if os.path.exists(path):
+        os.unlink(path)
+    server.bind(path)
+    server.listen(64)
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with open(ready, "wb", buffering=0) as fifo:
+        fifo.write(b"ready\n")
+    conns = {}  # conn -> child pid
+    children = {}  # child pid -> conn
+    while True:
+        readable, _, _ = select.select([server, wake_r, *conns], [], [])
+        for source in readable:
+            if source is server:
+                conn, _ = server.accept()
+                try:
+                    request, fds = recv_request(conn)
+                except (OSError, ValueError, EOFError):
+                    conn.close()
+                    continue
+                pid = os.fork()
+                if pid == 0:
+                    child(request, fds, uid, limits)
+                for fd in fds:
+                    os.close(fd)
+                conns[conn], children[pid] = pid, conn
+            elif source is wake_r:
+                try:
+                    os.read(wake_r, 4096)
+                except BlockingIOError:
+                    pass
+            else:  # an attacher wrote (nothing expected) or went: its child goes with it
+                try:
+                    gone = not source.recv(64)
+                except OSError:
+                    gone = True
+                if gone:
+                    pid = conns.pop(source)
+                    source.close()
+                    children[pid] = None
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+        while True:  # reap every exited child, ours or an orphan of the sandbox
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in children:
+                conn = children.pop(pid)
+                if conn is not None:
+                    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+                    try:
+                        conn.sendall(b"%d\n" % code)
+                    except OSError:
+                        pass
+                    conns.pop(conn, None)
+                    conn.close()
+
+
+if __name__ == "__main__":
+    main()
