@@ -24,7 +24,7 @@ import time
 from collections import Counter, OrderedDict, deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -89,6 +89,28 @@ class _Job:
     started: float = field(default_factory=time.monotonic)
     reward: float | None = None  # once finished usable
     go: asyncio.Event | None = None  # dynamic sampling: its rollout starts once its group is started
+
+
+JOB_TASK_PREFIX = "job "  # a job's asyncio task is named "job <id>" (_launch)
+
+
+def current_job_id() -> str | None:
+    """The job id of the job whose task runs now, or None (read only where tracing is on: no cost otherwise)."""
+    task = asyncio.current_task()
+    name = task.get_name() if task is not None else ""
+    return name[len(JOB_TASK_PREFIX) :] if name.startswith(JOB_TASK_PREFIX) else None
+
+
+class BatchView(NamedTuple):
+    """A batch as the dashboard reads it (JobManager.batch_views)."""
+
+    id: str
+    job_ids: list[str]  # row-major: job k is sample k % group_size of row k // group_size
+    results: list[tuple[str, JobStatus]]  # (job id, status) in stream order
+    group_size: int
+    usable: int
+    done: bool
+    stop_after: int | None
 
 
 def stream_line(record_json: bytes | str, job_id: str, batch_id: str, status: str) -> str:
@@ -295,7 +317,7 @@ class JobManager:
     # ------------------------------------------------------------------ running and finishing
 
     def _launch(self, job: _Job, row: dict) -> None:
-        job.task = asyncio.get_running_loop().create_task(self._run(job, row), name=f"job {job.id}")
+        job.task = asyncio.get_running_loop().create_task(self._run(job, row), name=f"{JOB_TASK_PREFIX}{job.id}")
         job.task.add_done_callback(lambda task: self._on_done(job, row, task))
 
     async def _run(self, job: _Job, row: dict) -> RolloutRecord:
@@ -588,6 +610,13 @@ class JobManager:
             limits=self.limits,
             journal=await self.journal.stats(),
         )
+
+    def batch_views(self) -> list[BatchView]:
+        """Every batch held, oldest first, as the dashboard reads them (its lists, not copies: read, never change)."""
+        return [
+            BatchView(b.id, b.job_ids, b.results, b.options.group_size, b.usable, b.done, b.stop_after)
+            for b in self._batches.values()
+        ]
 
     async def acknowledge(self, batch_id: str) -> BatchProgress:
         """The caller has the batch's results: forget it now (409 while it is not finished)."""

@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_valid
 
 from prorl_gym.asgi import PlainASGIMiddleware
 from prorl_gym.capture import CaptureGateway
+from prorl_gym.dashboard.server import Dashboard, DashboardConfig
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.pipeline.admission import JobError
 from prorl_gym.pipeline.aggregate import rollout_metrics
@@ -42,6 +43,7 @@ from prorl_gym.pipeline.peers import PeerClient
 from prorl_gym.pipeline.policy import PolicyGate
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.supervise import supervised
+from prorl_gym.tracing import Tracing, TracingConfig
 from prorl_gym.wire.failures import Failure, FailureType, Stage
 from prorl_gym.wire.jobs import (
     Batch,
@@ -67,6 +69,7 @@ from responses_api_agents.prorl_agent.rollout import (
     SnapshotMode,
     transcript,
 )
+from responses_api_agents.prorl_agent.tracing import TracedClient, traced_pools, traced_rollout
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +106,8 @@ class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
     # An existing agent harness as the RUN stage instead of this agent's loop (harness.py), e.g.
     # {kind: mini_swe_agent, settings: {config: mini}}; its model calls are captured with their ids.
     harness: HarnessConfig | None = None
+    dashboard: DashboardConfig = Field(default_factory=DashboardConfig)  # GET /dashboard (prorl_gym/dashboard)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)  # OpenTelemetry spans per rollout: off unless set
 
     @field_validator("num_workers")
     @classmethod
@@ -124,6 +129,9 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
     _harness_threads: ThreadPoolExecutor | None = PrivateAttr(default=None)  # a harness's runs, if it has one
     _runs: set[asyncio.Future] = PrivateAttr(default_factory=set)  # /run rollouts in flight
     _stopping: asyncio.Future | None = PrivateAttr(default=None)  # done once a stop signal came
+    _dashboard: Dashboard = PrivateAttr()
+    # None: tracing off, and then the rollout path's whole cost of it is one `is None` check
+    _tracing: Tracing | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any) -> None:
         c = self.config
@@ -169,7 +177,16 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
                 limits=c.limits,
                 threads=threads,
             )
-        self._pipeline.on_attempt = self._metrics.attempt
+        self._dashboard = Dashboard(
+            self._jobs,
+            c.dashboard,
+            environment=c.resources_server.name,
+            stages=lambda: {stage.value: pool.stats() for stage, pool in self._pools.items()},
+            peers=self._peers,
+            resources_server=c.resources_server.name,
+            model_server=c.model_server.name,
+        )
+        self._pipeline.on_attempt = self._on_attempt
         self._pipeline.on_wait = self._metrics.waited
         return super().model_post_init(context)
 
@@ -187,8 +204,28 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
         self._mount_job_routes(app)
         app.include_router(self._capture.router())  # bring-your-own-agent harnesses call the policy here
         self._metrics.mount(app)
+        if self.config.dashboard.enabled:
+            self._dashboard.mount(app)
+            run_with_app(app, self._dashboard.start, self._dashboard.close)
+        if self._tracing is None and self.config.tracing.enabled:
+            self.start_tracing(Tracing(self.config.tracing))
         run_with_app(app, self._stop_runs_on_signals, self._close)
         return app
+
+    def start_tracing(self, tracing: Tracing) -> None:
+        """Spans per rollout from now on (a test passes a Tracing with its in-process exporter): the pools
+        and the peer client are wrapped; nothing of this exists while tracing is off."""
+        self._tracing = tracing
+        traced_pools(self._pools, tracing)
+        peers = self._pipeline.peers
+        if not isinstance(peers.client, TracedClient):
+            peers.client = TracedClient(peers.client, tracing, peers.model_server)
+        if tracing.recent is not None:
+            self._dashboard.spans_of = tracing.recent.of_job
+
+    def _on_attempt(self, record: RolloutRecord) -> None:
+        self._metrics.attempt(record)
+        self._dashboard.counters.attempt(record)
 
     async def _close(self) -> None:
         """Let rollouts ended by the shutdown release their sandboxes, then close the connections."""
@@ -197,6 +234,8 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
         if self._harness_threads is not None:  # a harness still running ends at its next call (refused)
             self._harness_threads.shutdown(wait=False, cancel_futures=True)
         await self._peers.close()
+        if self._tracing is not None:
+            await asyncio.to_thread(self._tracing.close)  # flushes the exporter (HTTP): off the event loop
 
     def _stop_runs_on_signals(self) -> None:
         """On SIGINT/SIGTERM, answer every /run in flight with a shutdown record at once, then let the
@@ -243,8 +282,13 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
         return failed_record(row, Failure(stage=None, type=FailureType.SHUTDOWN, message=message, infra=True)).wire()
 
     async def rollout(self, row: dict, cookies: dict | None = None) -> RolloutRecord:
-        record = await self._pipeline.rollout(row, cookies)
+        if self._tracing is None:
+            record = await self._pipeline.rollout(row, cookies)
+        else:
+            environment = self.config.resources_server.name
+            record = await traced_rollout(self._tracing, environment, lambda: self._pipeline.rollout(row, cookies))
         self._metrics.finished(record)
+        self._dashboard.counters.rollout(record)
         return record
 
     # ------------------------------------------------------------------ /v1/responses: the loop alone
