@@ -140,9 +140,11 @@ async def test_async_with_closes(sandbox_spec):
 
 
 async def test_unknown_backend_is_a_clear_error_at_config_time(sandbox_spec):
-    with pytest.raises(ValueError, match="unknown sandbox backend 'nope'; known: \\['apptainer', 'local', 'ray'\\]"):
+    with pytest.raises(
+        ValueError, match="unknown sandbox backend 'nope'; known: \\['apptainer', 'container', 'local', 'ray'\\]"
+    ):
         SandboxSpec.model_validate(sandbox_spec.model_dump() | {"backend": "nope"})
-    with pytest.raises(UnknownBackendError, match="known: \\['apptainer', 'local', 'ray'\\]"):
+    with pytest.raises(UnknownBackendError, match="known: \\['apptainer', 'container', 'local', 'ray'\\]"):
         get_backend("nope")
 
 

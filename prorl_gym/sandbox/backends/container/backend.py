@@ -14,7 +14,8 @@ per-command call goes through the engine (a command costs what it costs on bwrap
 Inside: the image (read-only by default) and, of the host, only
   tmpfs (limits.workspace_bytes)  -> spec.workspace   the sandbox uid's
   tmpfs (limits.tmp_bytes)        -> /tmp
-  <private>/run   -> same path, read-write: kernel sockets (the connection file names this path)
+  <private>/run   -> same path: kernel sockets (the connection file names this path); ours, with a
+                     subdirectory per kernel the sandbox may write until its sockets are bound
   <private>/ctl   -> same path, read-only: connection files
   <private>/spawn -> same path: the spawner's socket (root's: the sandbox uid cannot connect)
   python_dirs(kernel_python), read-only, and spec.binds
@@ -100,12 +101,11 @@ class ContainerPlacement(PlacementBase):
     # ---------------------------------------------------------------- start
 
     def _make_dirs(self) -> None:
-        uid = self.sandbox_uid
         for sub in (self.socket_dir, self.control_dir, self.spawn_dir):
             sub.mkdir(parents=True, exist_ok=True)
         os.chmod(self.private_dir, 0o711)  # the sandbox uid passes through to its run/ctl binds
-        os.chown(self.socket_dir, uid, uid)
-        os.chmod(self.control_dir, 0o755)
+        for directory in (self.socket_dir, self.control_dir):  # ours: each kernel gets a subdirectory of
+            os.chmod(directory, 0o755)  # run/ it may write until its sockets are bound (runtime/kernel.py)
         os.chmod(self.spawn_dir, 0o700)  # root's: the spawner's socket and ready fifo
         os.mkfifo(self.spawn_dir / "ready", 0o600)
 
