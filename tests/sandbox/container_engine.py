@@ -19,6 +19,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
@@ -88,7 +89,8 @@ def engine() -> tuple[str | None, str | None, str]:
         except (OSError, RuntimeError) as exc:
             return None, None, f"podman system service: {exc}"
     try:
-        image = asyncio.run(_base_image(path))
+        with ThreadPoolExecutor(1) as thread:  # its own event loop: callers may be inside one
+            image = thread.submit(asyncio.run, _base_image(path)).result()
     except (EngineError, OSError) as exc:
         return None, None, f"the container engine at {path} does not work: {exc}"
     return path, image, ""

@@ -135,6 +135,7 @@ class ContainerPlacement(PlacementBase):
             "Memory": memory or 0,
             "MemorySwap": memory or 0,  # no swap beyond it
             "IpcMode": "private",
+            "ShmSize": limits.tmp_bytes,  # /dev/shm: bounded like /tmp
         }
         if options.runtime:
             host_config["Runtime"] = options.runtime
