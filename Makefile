@@ -154,6 +154,22 @@ slurm-deps:
 	  || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(SLURM_PACKAGES); }; \
 	fi
 
+# The container backend's tests need an engine: Podman (it serves the Docker Engine API) with runc, from
+# apt as root; elsewhere they skip, saying so (or set DOCKER_HOST=unix://<socket> of a Docker engine).
+CONTAINER_PACKAGES := podman runc
+.PHONY: container-deps
+container-deps:
+	@if command -v podman >/dev/null && command -v runc >/dev/null; then \
+	  echo "container-deps: podman and runc are installed"; \
+	elif [ "$$(id -u)" != 0 ]; then \
+	  echo "container-deps: skipped (not root; install $(CONTAINER_PACKAGES) to run the container backend's tests)"; \
+	elif ! command -v apt-get >/dev/null; then \
+	  echo "container-deps: skipped (no apt-get; install $(CONTAINER_PACKAGES) to run the container backend's tests)"; \
+	else \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(CONTAINER_PACKAGES) \
+	  || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(CONTAINER_PACKAGES); }; \
+	fi
+
 # Every environment's data/prepare.py.
 data: setup
 	@set -e; for script in resources_servers/*/data/prepare.py; do echo "== $$script"; $(PY) $$script; done
