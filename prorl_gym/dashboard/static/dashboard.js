@@ -273,7 +273,7 @@ function renderRollout(r) {
   }
   const verifier = Object.entries(r.verifier || {}).filter(([k]) => !["response"].includes(k));
   if (verifier.length) {
-    box.append(el("h4", {}, "verifier"), kv(verifier.map(([k, v]) => [k, typeof v === "object" ? JSON.stringify(v) : String(v)])));
+    box.append(el("h4", {}, "verifier and row fields"), kv(verifier.map(([k, v]) => [k, typeof v === "object" ? JSON.stringify(v) : String(v)])));
   }
   if (!r.spans.length) box.append(el("p", { class: "muted" }, "per-call timings: the agent keeps none (tracing.keep_recent: 0, or this rollout is older)"));
   for (const turn of r.turns) {
@@ -307,10 +307,11 @@ async function openRollout(jobId) {
 }
 
 async function compare(summary) {
-  // the other samples of the same task (row) of the batch; the first other one beside this one
   const params = new URLSearchParams({ batch: summary.batch_id, row: summary.row, limit: 500 });
   const body = await (await fetch(`/dashboard/api/rollouts?${params}`)).json();
-  const other = body.items.find((s) => s.job_id !== summary.job_id);
+  // another sample, one that scored differently if there is one (what set them apart is the question)
+  const others = body.items.filter((s) => s.job_id !== summary.job_id);
+  const other = others.find((s) => s.reward !== summary.reward) || others[0];
   const section = document.getElementById("compare");
   const panes = section.querySelector(".panes");
   section.hidden = false;
