@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from prorl_gym.pipeline.policy import PolicyGate
 from prorl_gym.wire.failures import NO_ENDPOINT_ERROR, FailureType, RolloutFailure, Stage
+from prorl_gym.wire.items import parse_response
 
 # Tool route answers that mean the session's sandbox is gone: 409 unknown session (its server
 # restarted, or the sandbox expired), 503 the sandbox itself failed.
@@ -217,7 +218,7 @@ class AgentLoop:
             raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra, refused=refused)
         self.model_cookies |= cookies
         try:
-            response = NeMoGymResponse.model_validate_json(payload)
+            response = parse_response(payload)
         except ValidationError as exc:
             message = f"invalid response from the policy: {exc}"
             raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra) from exc
