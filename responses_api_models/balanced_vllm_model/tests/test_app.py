@@ -7,13 +7,13 @@ import json
 
 import pytest
 from nemo_gym.openai_utils import NeMoGymChatCompletion
-from responses_api_models.vllm_model.app import VLLMModel
 from starlette.requests import Request
 
 from prorl_gym.testing import build_server
 from prorl_gym.wire.items import parse_create_params
 from responses_api_models.balanced_vllm_model.app import BalancedVLLMModel
 from responses_api_models.balanced_vllm_model.tests.harness import ROWS, TOOLS, Policies, serve_model
+from responses_api_models.vllm_model.app import VLLMModel
 
 IDS = {"prompt_token_ids": [1, 2, 3], "generation_token_ids": [7, 8], "generation_log_probs": [-0.1, -0.2]}
 CALL = {"id": "call_1", "type": "function", "function": {"name": "python", "arguments": '{"code": "1+1"}'}}
