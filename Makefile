@@ -115,7 +115,7 @@ eval: setup link-venvs configs
 	  $(if $(filter-out scripted,$(POLICY)),--policy-base-url $(POLICY) --policy-model $(MODEL)) $(if $(OUT),--out $(OUT)) \
 	  $(if $(filter 0 false no,$(TOKEN_IDS)),--no-token-ids)
 
-BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput token_modes capture_overhead harness_throughput pipeline_overlap fork peer_nemo_gym stack_start container
+BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput token_modes capture_overhead harness_throughput pipeline_overlap fork peer_nemo_gym stack_start dashboard container
 BENCH_STAMP := $(VENV)/.prorl-bench-installed
 $(BENCH_STAMP): pyproject.toml $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
@@ -168,6 +168,22 @@ container-deps:
 	else \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(CONTAINER_PACKAGES) \
 	  || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(CONTAINER_PACKAGES); }; \
+	fi
+
+# Headless Chromium for the dashboard's browser tests (tests/dashboard/test_browser.py, driven by playwright
+# with executable_path: no browser download): Debian's chromium package (root only; the tests skip without it).
+BROWSER_PACKAGES := chromium
+.PHONY: browser-deps
+browser-deps:
+	@if command -v chromium >/dev/null; then \
+	  echo "browser-deps: chromium is installed"; \
+	elif [ "$$(id -u)" != 0 ]; then \
+	  echo "browser-deps: skipped (not root; install $(BROWSER_PACKAGES) to run the dashboard's browser tests)"; \
+	elif ! command -v apt-get >/dev/null; then \
+	  echo "browser-deps: skipped (no apt-get; install $(BROWSER_PACKAGES) to run the dashboard's browser tests)"; \
+	else \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(BROWSER_PACKAGES) \
+	  || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(BROWSER_PACKAGES); }; \
 	fi
 
 # Every environment's data/prepare.py.
