@@ -13,12 +13,14 @@ summaries are dropped first (their records are still in the journal: open them b
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 
 import orjson
 
 from prorl_gym.pipeline.jobs import BatchView
+from prorl_gym.wire.records import RolloutRecord
 
 CHUNK = 500  # records read from the journal and summarised at a time
 TRUNCATION_MARKS = ("[... output truncated", "[... truncated")  # what tools write where they cut output
@@ -67,6 +69,71 @@ def summarize(job_id: str, batch_id: str, position: int, group_size: int, status
     )
 
 
+RUN_BATCH = "run"  # the pseudo-batch of rollouts asked by POST /run (ng_collect_rollouts, NeMo RL): not journaled
+
+
+def summarize_record(job_id: str, row: int, sample: int, record: RolloutRecord) -> Summary:
+    failure = record.failure
+    return Summary(
+        job_id=job_id,
+        batch_id=RUN_BATCH,
+        row=row,
+        sample=sample,
+        status="completed" if failure is None else "failed",
+        reward=None if failure else record.reward,
+        failure_type=failure.type.value if failure else None,
+        failure_stage=failure.stage.value if failure and failure.stage else None,
+        attempts=record.attempts,
+        turns=record.num_turns,
+        host=record.host,
+        total_s=record.timings.get("total_s"),
+        stop_reason=record.stop_reason,
+    )
+
+
+class RecentRuns:
+    """The last `keep` records of POST /run, as they are (no copy, no serialisation on the rollout path).
+    Job ids "run/<n>"; a task's samples share a row (the row's task_id, else its prompt)."""
+
+    def __init__(self, keep: int):
+        self._records: deque[tuple[int, RolloutRecord]] = deque(maxlen=keep)
+        self._next = 0
+
+    def add(self, record: RolloutRecord) -> None:
+        self._records.append((self._next, record))
+        self._next += 1
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def summaries(self) -> list[Summary]:
+        """Oldest first."""
+        rows: dict[str, int] = {}
+        samples: dict[int, int] = {}
+        out = []
+        for n, record in self._records:
+            row = rows.setdefault(_task_key(record), len(rows))
+            samples[row] = samples.get(row, -1) + 1
+            out.append(summarize_record(f"{RUN_BATCH}/{n}", row, samples[row], record))
+        return out
+
+    def get(self, job_id: str) -> RolloutRecord | None:
+        prefix, _, n = job_id.partition("/")
+        if prefix != RUN_BATCH or not n.isdigit() or not self._records:
+            return None
+        first = self._records[0][0]
+        k = int(n) - first
+        return self._records[k][1] if 0 <= k < len(self._records) else None
+
+
+def _task_key(record: RolloutRecord) -> str:
+    extra = record.model_extra or {}
+    if extra.get("task_id"):
+        return str(extra["task_id"])
+    params = extra.get("responses_create_params") or {}
+    return orjson.dumps(params.get("input"), option=orjson.OPT_SORT_KEYS).decode()[:2000]
+
+
 @dataclass
 class Query:
     batch: str | None = None
@@ -102,9 +169,11 @@ class RolloutIndex:
         records: Callable[[list[str]], Awaitable[dict[str, str]]],
         environment: str,
         max_records: int = 100_000,
+        runs: RecentRuns | None = None,
     ):
         self._batches, self._records, self.environment = batches, records, environment
         self.max_records = max_records
+        self.runs = runs if runs is not None else RecentRuns(0)
         self._by_batch: dict[str, list[Summary]] = {}  # in stream order; insertion order = oldest batch first
         self._positions: dict[str, dict[str, int]] = {}  # batch id -> job id -> its place in the batch
         self._dropped: set[str] = set()  # batches whose summaries the cap dropped (not indexed again)
@@ -112,7 +181,7 @@ class RolloutIndex:
         self._lock = asyncio.Lock()
 
     def __len__(self) -> int:
-        return self._size
+        return self._size + len(self.runs)
 
     async def refresh(self) -> None:
         """Summarise what finished since the last call; forget the batches the job service forgot."""
@@ -171,6 +240,10 @@ class RolloutIndex:
         return total, page
 
     def _candidates(self, batch: str | None) -> Iterator[Summary]:
+        if batch in (None, RUN_BATCH) and len(self.runs):
+            yield from reversed(self.runs.summaries())
+        if batch == RUN_BATCH:
+            return
         batches = [batch] if batch else list(reversed(self._by_batch))
         for batch_id in batches:
             yield from reversed(self._by_batch.get(batch_id, ()))
@@ -178,7 +251,7 @@ class RolloutIndex:
     def failures(self) -> dict[str, int]:
         """Failed rollouts held, by "<stage>/<type>"."""
         counts: dict[str, int] = {}
-        for summaries in self._by_batch.values():
+        for summaries in (*self._by_batch.values(), self.runs.summaries() if len(self.runs) else ()):
             for s in summaries:
                 if s.failure_type:
                     key = f"{s.failure_stage or '-'}/{s.failure_type}"

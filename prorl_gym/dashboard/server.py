@@ -32,7 +32,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from pydantic import BaseModel, Field
 
 from prorl_gym.dashboard.index import Query as Search
-from prorl_gym.dashboard.index import RolloutIndex, turns
+from prorl_gym.dashboard.index import RecentRuns, RolloutIndex, turns
 from prorl_gym.dashboard.live import LiveCounters, Series
 from prorl_gym.pipeline.jobs import JobManager
 from prorl_gym.wire.records import RolloutRecord
@@ -53,6 +53,8 @@ class DashboardConfig(BaseModel):
     actions: bool = False
     action_token: str | None = None
     max_indexed: int = Field(100_000, ge=1)  # rollout summaries held for search (~200 bytes each)
+    # Records of POST /run (not journaled: ng_collect_rollouts, NeMo RL) kept, as they are, for the inspector
+    keep_runs: int = Field(500, ge=0)
     sample_s: float = Field(2.0, gt=0)  # time series resolution
     cache_s: float = Field(1.0, ge=0)  # the live answer is computed at most this often
 
@@ -84,7 +86,8 @@ class Dashboard:
         self.spans_of = spans_of
         self.counters = LiveCounters()
         self.series = Series(self.counters, stages, config.sample_s)
-        self.index = RolloutIndex(jobs.batch_views, jobs.journal.records, environment, config.max_indexed)
+        self.runs = RecentRuns(config.keep_runs)
+        self.index = RolloutIndex(jobs.batch_views, jobs.journal.records, environment, config.max_indexed, self.runs)
         self._live: tuple[float, dict] | None = None
         self._live_lock = asyncio.Lock()
         self._sampler: asyncio.Task | None = None
@@ -241,10 +244,12 @@ class Dashboard:
         }
 
     async def rollout(self, job_id: str) -> dict:
-        text = (await self.jobs.journal.records([job_id])).get(job_id)
-        if text is None:
+        if (run := self.runs.get(job_id)) is not None:
+            record = run.wire()
+        elif self.jobs.journal.opened and (text := (await self.jobs.journal.records([job_id])).get(job_id)):
+            record = orjson.loads(text)
+        else:
             raise HTTPException(404, f"no finished job {job_id!r} in the journal (running, or forgotten)")
-        record = orjson.loads(text)
         spans = self.spans_of(job_id) if self.spans_of is not None else []
         view = {k: v for k, v in record.items() if k not in ("response", "capture", "responses_create_params")}
         return {

@@ -276,6 +276,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             if (task := asyncio.current_task()) is not None:
                 task.uncancel()
         if rollout.done() and not rollout.cancelled():
+            self._dashboard.runs.add(rollout.result())  # the inspector's (the job API's are in its journal)
             return rollout.result().wire()
         rollout.cancel("the agent is shutting down")
         message = "the agent stopped while the rollout ran; its sandbox is released"

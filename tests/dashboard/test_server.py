@@ -19,7 +19,7 @@ class StubJobs:
     def __init__(self):
         self.status_calls = 0
         self.cancelled: list[str] = []
-        self.journal = SimpleNamespace(records=self._records)
+        self.journal = SimpleNamespace(records=self._records, opened=True)
 
     async def _records(self, job_ids):
         return {}

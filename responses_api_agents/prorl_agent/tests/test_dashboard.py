@@ -1,0 +1,55 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""The agent's dashboard (prorl_gym/dashboard) fed by its /run rollouts: counters, the inspector."""
+
+from fastapi.testclient import TestClient
+
+from responses_api_agents.prorl_agent.tests.fakes import FakeClient, FakeResponse, model_turns, resources
+from responses_api_agents.prorl_agent.tests.test_app import ROW, build_agent
+
+
+def fake_peers() -> FakeClient:
+    fake = FakeClient.create()
+    resources(fake)
+    call, answer = model_turns(("calls", [("bash", '{"command": "ls"}')])), model_turns(("text", "1"))
+
+    def policy(body):  # every rollout: a tool call, then the answer
+        called = any(isinstance(i, dict) and i.get("type") == "function_call_output" for i in body["input"])
+        return answer(body) if called else call(body)
+
+    fake.route("model", "/v1/responses", policy)
+    return fake
+
+
+def test_run_rollouts_are_counted_searchable_and_open_turn_by_turn():
+    fake = fake_peers()
+    agent = build_agent(fake, journal={"persist": False}, dashboard={"keep_runs": 3})
+    client = TestClient(agent.setup_webserver())
+    other = ROW | {"task_id": "other"}
+    for row in (ROW, ROW, other, ROW):
+        assert client.post("/run", json=row).json()["failure"] is None
+    live = client.get("/dashboard/api/live").json()
+    assert live["counters"]["finished"] == 4 and live["counters"]["usable"] == 4
+    found = client.get("/dashboard/api/rollouts", params={"batch": "run"}).json()
+    assert found["total"] == 3, "only the last keep_runs are kept"
+    assert [(i["job_id"], i["row"], i["sample"]) for i in found["items"]] == [
+        ("run/3", 0, 1),
+        ("run/2", 1, 0),
+        ("run/1", 0, 0),
+    ], "a task's samples share a row"
+    opened = client.get("/dashboard/api/rollout", params={"job_id": "run/3"}).json()
+    assert [len(t["tool_calls"]) for t in opened["turns"]] == [1, 0]
+    assert opened["turns"][0]["tool_calls"][0]["output"] == "ran ls" and opened["record"]["reward"] == 1.0
+    assert client.get("/dashboard/api/rollout", params={"job_id": "run/0"}).status_code == 404  # rolled off
+
+
+def test_failed_attempts_are_counted_by_stage_and_type_retries_included():
+    fake = fake_peers()
+    answers = iter([FakeResponse(503, {"error": {"type": "sandbox_start"}})])
+    fake.route("env", "/seed_session", lambda body: next(answers, None) or FakeResponse(200, {"host": "h"}))
+    agent = build_agent(fake, journal={"persist": False})
+    client = TestClient(agent.setup_webserver())
+    assert client.post("/run", json=ROW).json()["attempts"] == 2
+    counters = client.get("/dashboard/api/live").json()["counters"]
+    assert counters["attempt_failures"] == {"init/init_error": 1} and counters["failed"] == {}
+    assert counters["retried"] == 1
