@@ -71,7 +71,9 @@ def container_name(sandbox_id: str, owner: str | None = None) -> str:
 
 
 def container_env(spec: SandboxSpec) -> dict[str, str]:
-    env = {"PATH": IMAGE_PATH, "HOME": spec.workspace, "TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"}
+    # The image's PATH, then the sandbox Python's bin (bound in): `python` where the image has only python3.
+    path = f"{IMAGE_PATH}:{os.path.dirname(spec.kernel_python)}"
+    env = {"PATH": path, "HOME": spec.workspace, "TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"}
     return {**env, "PYTHONDONTWRITEBYTECODE": "1", **SANDBOX_ENV, **spec.env}
 
 
@@ -130,7 +132,7 @@ class ContainerPlacement(PlacementBase):
             "CapAdd": CAPABILITIES,
             "SecurityOpt": ["no-new-privileges"],
             "Privileged": False,
-            "ReadonlyRootfs": options.read_only_root,
+            "ReadonlyRootfs": options.read_only_root and not options.writable,
             "PidsLimit": limits.processes or 0,
             "Memory": memory or 0,
             "MemorySwap": memory or 0,  # no swap beyond it
@@ -145,6 +147,7 @@ class ContainerPlacement(PlacementBase):
             "uid": uid,
             "rlimits": self.rlimits,
             "chown": [spec.workspace],
+            "chown_trees": list(options.writable),
         }
         argv = [spec.kernel_python, "-I", "-S", "-c", spawner_source(), json.dumps(spawner)]
         return {

@@ -12,10 +12,11 @@ the sandbox's uid and rlimits. Its exit status goes back to the attacher, which 
 an attacher that goes (killed) takes the child's process group with it. As pid 1 it also reaps
 every orphan of the sandbox.
 
-    python -I -S -c <this> '{"socket": path, "ready": fifo, "uid": n, "rlimits": {...}, "chown": [dirs]}'
+    python -I -S -c <this> '{"socket": path, "ready": fifo, "uid": n, "rlimits": {...}, "chown": [dirs], "chown_trees": [dirs]}'
 
 `chown`: directories made for the sandbox (its workspace tmpfs) that become the sandbox uid's
-(Podman's tmpfs takes no uid= option); the only use of CAP_CHOWN.
+(Podman's tmpfs takes no uid= option); `chown_trees`: image directories it may change, with
+everything in them. The only uses of CAP_CHOWN.
 """
 
 import array
@@ -91,6 +92,10 @@ def main():
     path, ready, uid, limits = config["socket"], config["ready"], config["uid"], config["rlimits"]
     for directory in config["chown"]:
         os.chown(directory, uid, uid)
+    for top in config["chown_trees"]:  # image directories the sandbox may change (a SWE image's repository)
+        for directory, dirs, files in os.walk(top):
+            for name in [directory, *(os.path.join(directory, entry) for entry in dirs + files)]:
+                os.lchown(name, uid, uid)
     os.umask(0o077)  # the socket: root's only (the sandbox uid cannot connect)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     if os.path.exists(path):
