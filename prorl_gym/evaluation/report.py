@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from prorl_gym.dashboard.export import DASHBOARD_HTML
 from prorl_gym.evaluation import plots
 from prorl_gym.evaluation.metrics import dedupe, evaluate
 from prorl_gym.wire.records import ReportFields
@@ -222,5 +223,7 @@ def build_report(
     plots.stage_timing(records, out_dir / TIMING_PNG)
     (out_dir / "metrics.json").write_text(json.dumps({"meta": meta, **metrics}, indent=2, default=str) + "\n")
     files = sorted({*meta.pop("raw_files", []), "metrics.json", REWARD_PNG, TIMING_PNG})
+    if (out_dir / DASHBOARD_HTML).exists():  # the agent's live view at the end of collection (evaluation/run.py)
+        files.append(DASHBOARD_HTML)
     (out_dir / "report.md").write_text(render(metrics, meta, files))
     return metrics

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.client import agent_url
+from prorl_gym.dashboard.export import save_snapshot
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.paths import REPO_ROOT
@@ -187,3 +188,17 @@ def test_the_api_pages_and_refuses_bad_queries_and_actions(stack, finished_batch
     with pytest.raises(urllib.error.HTTPError) as off:  # read-only unless dashboard.actions is set
         post(f"{base}/actions/cancel_batch", {"batch_id": "dash"})
     assert off.value.code == 403
+
+
+def test_a_report_embeds_the_same_charts_drawn_from_a_snapshot_without_the_server(stack, browser, finished_batch):
+    path = save_snapshot(stack.agent_url, SCREENSHOTS / "snapshot.html")
+    assert path is not None
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    asked = []
+    page.on("request", lambda request: asked.append(request.url))
+    page.goto(path.as_uri())
+    expect(page.locator("#finished-count")).to_have_text("20")
+    expect(page.locator("#failures tbody")).to_contain_text("run/timeout")
+    assert page.locator("#chart-throughput path").count() == 1
+    assert asked == [path.as_uri()], "a snapshot asks nothing of anyone"
+    page.close()
