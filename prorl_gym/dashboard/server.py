@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +42,8 @@ STATIC = Path(__file__).parent / "static"
 STATIC_FILES = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 PEER_TIMEOUT_S = 2.0
 TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts")
+# The balanced model server's histogram of policy calls (responses_api_models/balanced_vllm_model): sum and count
+POLICY_CALLS = re.compile(r'^prorl_policy_call_seconds_(sum|count)\{endpoint="([^"]*)",outcome="ok"\} (\S+)$')
 RECORD_FIELDS = set(RolloutRecord.model_fields) | {"_ng_failure_class", "responses_create_params"}
 
 
@@ -89,6 +92,7 @@ class Dashboard:
         self.runs = RecentRuns(config.keep_runs)
         self.index = RolloutIndex(jobs.batch_views, jobs.journal.records, environment, config.max_indexed, self.runs)
         self._live: tuple[float, dict] | None = None
+        self._policy_calls: dict[str, tuple[float, float]] = {}  # endpoint -> (seconds, calls) at the last look
         self._live_lock = asyncio.Lock()
         self._sampler: asyncio.Task | None = None
 
@@ -215,6 +219,28 @@ class Dashboard:
             self._live = (now, live)
             return live
 
+    async def _endpoint_latency(self) -> dict[str, dict[str, float]]:
+        """Per policy endpoint: mean seconds of its successful calls, since the start and since the last
+        look (from the model server's own Prometheus histogram; {} if it has none)."""
+        try:
+            async with asyncio.timeout(PEER_TIMEOUT_S):
+                response = await self.peers.get(self.model_server, "/metrics")
+                text = (await response.read()).decode(errors="replace") if response.status == 200 else ""
+        except Exception:  # noqa: BLE001 - latency is a nicety: the endpoints are listed without it
+            return {}
+        totals: dict[str, list[float]] = {}
+        for line in text.splitlines():
+            if (match := POLICY_CALLS.match(line)) is not None:
+                kind, endpoint, value = match.groups()
+                totals.setdefault(endpoint, [0.0, 0.0])[kind == "count"] = float(value)
+        latency = {}
+        for endpoint, (total_s, calls) in totals.items():
+            before_s, before_calls = self._policy_calls.get(endpoint, (0.0, 0.0))
+            recent = (total_s - before_s) / (calls - before_calls) if calls > before_calls else None
+            latency[endpoint] = {"mean_s": total_s / calls if calls else None, "recent_s": recent}
+        self._policy_calls = {endpoint: (t, c) for endpoint, (t, c) in totals.items()}
+        return latency
+
     async def _peer_status(self, which: str) -> dict | None:
         """The model server's endpoints (balanced model servers list them) or the resources server's
         sandbox hosts; None when the server does not say or cannot be reached."""
@@ -229,7 +255,12 @@ class Dashboard:
             return {"error": f"{server}{path}: {exc!r}"}
         if response.status != 200:
             return {"error": f"{server}{path} answered {response.status}"} if response.status != 404 else None
-        return orjson.loads(payload)
+        answer = orjson.loads(payload)
+        if which == "model" and isinstance(answer.get("endpoints"), list):
+            latency = await self._endpoint_latency()
+            for endpoint in answer["endpoints"]:
+                endpoint["latency"] = latency.get(str(endpoint.get("url")))
+        return answer
 
     async def search(self, query: Search, offset: int = 0, limit: int = 50) -> dict:
         await self.index.refresh()

@@ -129,6 +129,8 @@ def test_the_live_view_follows_a_running_batch_without_reloading(finished_batch)
     assert int(seen["run_busy"].split(" / ")[0]) > 0 and seen["batch_row"] == 1
     assert seen["throughput_points"] >= 2, "the throughput chart has a line over time"
     assert page.locator('#stages tr[data-stage="eval"] td').nth(3).inner_text().endswith(" s")  # percentiles
+    assert "mean" in page.locator("#endpoints td.latency").first.inner_text(), "the endpoint's call latency"
+    assert page.locator("#hosts tbody tr").count() == 1  # the local backend's one host
 
 
 def test_a_failed_rollout_found_by_the_search_shows_its_failure_and_transcript(finished_batch):

@@ -46,6 +46,11 @@ function bytes(n) {
   return `${n.toFixed(i ? 1 : 0)} ${units[i]}`;
 }
 
+function latency(l) {
+  if (!l || l.mean_s === null || l.mean_s === undefined) return "-";
+  return `${num(l.recent_s ?? l.mean_s, 3)} s (mean ${num(l.mean_s, 3)} s)`;
+}
+
 function pct(t) {
   return t ? `${num(t.p50)} / ${num(t.p90)} / ${num(t.p99)} s` : "-";
 }
@@ -144,8 +149,8 @@ function renderLive(live) {
   const endpoints = live.endpoints;
   const endpointRows = endpoints && endpoints.endpoints ? endpoints.endpoints.map((e) =>
     el("tr", {}, el("td", {}, e.url), el("td", { class: e.healthy ? "good" : "bad" }, e.healthy ? "yes" : "no"),
-      el("td", {}, e.in_flight), el("td", {}, e.sessions), el("td", {}, e.failures))) :
-    [el("tr", {}, el("td", { colspan: 5, class: "muted" }, endpoints && endpoints.error ? endpoints.error : "the model server does not list endpoints"))];
+      el("td", {}, e.in_flight), el("td", { class: "latency" }, latency(e.latency)), el("td", {}, e.sessions), el("td", {}, e.failures))) :
+    [el("tr", {}, el("td", { colspan: 6, class: "muted" }, endpoints && endpoints.error ? endpoints.error : "the model server does not list endpoints"))];
   fill(document.querySelector("#endpoints tbody"), endpointRows);
   document.getElementById("policy-latency").textContent =
     `policy time per rollout p50 / p90 / p99: ${pct(status.timings.policy_s)}`;
