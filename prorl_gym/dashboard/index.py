@@ -269,8 +269,12 @@ def turns(record: dict, spans: list[dict] | None = None) -> list[dict]:
     outputs = {
         item.get("call_id"): item.get("output") for item in output if item.get("type") == "function_call_output"
     }
-    policy_spans = [s for s in spans or [] if s["name"] == "policy call"]
-    tool_spans = [s for s in spans or [] if s["name"] == "tool call"]
+    spans = spans or []
+    if runs := [s for s in spans if s["name"] == "RUN"]:  # retried: the record's transcript is the last attempt's
+        last = max(runs, key=lambda s: s["start_ns"])["span_id"]
+        spans = [s for s in spans if s.get("parent_id") == last]
+    policy_spans = [s for s in spans if s["name"] == "policy call"]
+    tool_spans = [s for s in spans if s["name"] == "tool call"]
     result: list[dict] = []
     current: dict = {}
     new_turn = True  # the next item the policy wrote starts a turn (at first, and after tool outputs)

@@ -133,3 +133,25 @@ def test_a_transcript_is_split_into_turns_with_truncation_timings_and_tokens():
     assert got[1]["tool_calls"][0]["duration_s"] == 0.02 and got[1]["tokens"] == 4
     assert got[2]["messages"] == ["done"] and got[2]["tool_calls"] == [] and got[2]["tokens"] is None
     assert turns({"response": None}) == []
+
+
+def test_a_retried_rollouts_call_times_are_its_last_attempts():
+    output = [
+        {"type": "function_call", "name": "bash", "arguments": "{}", "call_id": "c1"},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+    ]
+    spans = [
+        {"name": "RUN", "span_id": "r1", "parent_id": "x", "start_ns": 1, "duration_s": 9.0, "attributes": {}},
+        {"name": "policy call", "parent_id": "r1", "start_ns": 2, "duration_s": 5.0, "attributes": {}},
+        {"name": "RUN", "span_id": "r2", "parent_id": "x", "start_ns": 10, "duration_s": 1.0, "attributes": {}},
+        {"name": "policy call", "parent_id": "r2", "start_ns": 11, "duration_s": 0.5, "attributes": {}},
+        {
+            "name": "tool call",
+            "parent_id": "r2",
+            "start_ns": 12,
+            "duration_s": 0.1,
+            "attributes": {"prorl.tool": "bash"},
+        },
+    ]
+    (turn,) = turns({"response": {"output": output}}, spans)
+    assert turn["policy_s"] == 0.5 and turn["tool_calls"][0]["duration_s"] == 0.1
