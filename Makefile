@@ -115,7 +115,7 @@ eval: setup link-venvs configs
 	  $(if $(filter-out scripted,$(POLICY)),--policy-base-url $(POLICY) --policy-model $(MODEL)) $(if $(OUT),--out $(OUT)) \
 	  $(if $(filter 0 false no,$(TOKEN_IDS)),--no-token-ids)
 
-BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput token_modes capture_overhead harness_throughput pipeline_overlap fork peer_nemo_gym stack_start dashboard container
+BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput token_modes capture_overhead harness_throughput pipeline_overlap fork peer_nemo_gym stack_start dashboard tracing container
 BENCH_STAMP := $(VENV)/.prorl-bench-installed
 $(BENCH_STAMP): pyproject.toml $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
