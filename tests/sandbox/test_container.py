@@ -222,3 +222,14 @@ async def test_reaping_finds_a_container_by_its_labels_only(root, socket_path, b
     finally:
         for container in created:
             await engine.remove(container)
+
+
+async def test_a_container_whose_spawner_cannot_start_is_a_typed_start_error_leaving_nothing(
+    root, socket_path, backends, engine
+):
+    with pytest.raises(SandboxStartError, match="spawner exited"):  # an interpreter that exits at once
+        await create_sandbox(spec(root, socket_path, kernel_python="/usr/bin/false"), backends=backends)
+    with pytest.raises(SandboxStartError, match="no-such-python"):  # one the engine cannot run
+        await create_sandbox(spec(root, socket_path, kernel_python="/usr/bin/no-such-python"), backends=backends)
+    assert not await engine.list({OWNER_LABEL: owner_id()})
+    assert not read_leases(root)

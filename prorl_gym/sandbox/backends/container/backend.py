@@ -167,8 +167,14 @@ class ContainerPlacement(PlacementBase):
         await asyncio.to_thread(self._make_dirs)
         ready = os.open(self.spawn_dir / "ready", os.O_RDWR | os.O_NONBLOCK)  # RDWR: never an EOF before it writes
         try:
+            config = await asyncio.to_thread(self.config, image)  # reads the venv's pyvenv.cfg
             self._created = True  # from here on close() removes it, whether create answered or not
-            await self._engine.create(self.instance, self.config(image))
+            creating = asyncio.ensure_future(self._engine.create(self.instance, config))
+            try:
+                await asyncio.shield(creating)
+            except asyncio.CancelledError:  # the engine's answer first: close() must find what it made
+                await asyncio.gather(creating, return_exceptions=True)
+                raise
             await self._engine.start(self.instance)
             await self._wait_ready(ready)
         finally:
