@@ -87,9 +87,9 @@ async def test_shell_python_and_files_work_through_the_container(root, socket_pa
     async with await create_sandbox(spec(root, socket_path), backends=backends) as sb:
         await sb.bash("mkdir -p sub && cd sub && export X=41")
         result = await sb.bash('echo "$((X + 1)) $PWD $HOME $(id -u)"')
-        assert result.output == "42 /workspace/sub /workspace 1000\n" and result.exit_code == 0
+        assert result.output == "42 /workspace/sub /workspace 100000\n" and result.exit_code == 0
         assert (await sb.python("import os; x = 6 * 7; print(x, os.getcwd(), os.getuid())")).output == (
-            "42 /workspace 1000\n"
+            "42 /workspace 100000\n"
         )
         assert (await sb.python("print(x + 1)")).output == "43\n"
         await sb.write_file("notes/a.txt", "hello\n")
@@ -105,7 +105,7 @@ async def test_shell_python_and_files_work_through_the_container(root, socket_pa
 async def test_ipython_kernel_runs_inside_driven_over_its_sockets(root, socket_path, backends):
     async with await create_sandbox(spec(root, socket_path, python_runtime="ipython"), backends=backends) as sb:
         result = await sb.python("import os; y = os.getuid(); y")
-        assert result.output.strip() == "1000", result
+        assert result.output.strip() == "100000", result
         assert (await sb.python("%pwd")).output.strip() == "'/workspace'"
 
 

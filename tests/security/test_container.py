@@ -125,7 +125,7 @@ async def test_the_sandbox_is_an_unprivileged_uid_with_no_capabilities(make, mon
     monkeypatch.setenv("PRORL_HOST_SECRET", "s3cret")
     sb = await make()
     out = (await sb.bash("id -u; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status")).output
-    assert out.splitlines()[0] == "1000", out
+    assert out.splitlines()[0] == "100000", out
     assert "CapEff:\t0000000000000000" in out and "CapPrm:\t0000000000000000" in out and "NoNewPrivs:\t1" in out, out
     env = await sb.bash("env; cat /proc/1/environ 2>&1 | tr '\\0' '\\n'")
     assert "s3cret" not in env.output

@@ -34,7 +34,7 @@ PACKAGES = (
     "procps", "diffutils", "patch", "git", "ca-certificates", "mawk", "libstdc++6",
 )  # fmt: skip
 TOP_LEVEL_LINKS = ("bin", "lib", "lib64", "sbin")  # merged /usr: these are links on the host too
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"  # part of the tag: a change here builds a new image
 CHUNK = 1 << 20
 
 
@@ -93,7 +93,7 @@ def package_files(packages: list[str]) -> list[str]:
     return sorted(files)
 
 
-def write_rootfs(target: Path, files: list[str], uid: int = 1000) -> None:
+def write_rootfs(target: Path, files: list[str], uid: int = 100000) -> None:
     """The tar: the files, their directories, /bin-style links, a passwd naming root and the sandbox user."""
     with tarfile.open(target, "w") as tar:
         directories = sorted({parent for path in files for parent in _parents(path)})

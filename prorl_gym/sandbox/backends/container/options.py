@@ -19,7 +19,9 @@ class ContainerOptions(BackendOptions):  # RunsImages (kinds.py): with_writable 
     # The image of a row that names none (SandboxSpec.image names a row's own, e.g. a SWE-bench image).
     # Default: the base image built from this host's packages (image.py; `python -m ...container.image`).
     image: str | None = None
-    uid: int = 1000  # the sandbox's processes (never root; no user namespace: the same uid on the host)
+    # The sandbox's processes: never root; no user namespace, so the same uid on the host (as bubblewrap's
+    # host_uid: above the range of real users).
+    uid: int = 100000
     # Caps of the whole container, by the engine's cgroups (the per-process rlimits hold inside too):
     # memory (bytes; default limits.memory_bytes) and processes (limits.processes).
     memory_bytes: int | None = None
