@@ -104,7 +104,8 @@ function drawCharts() {
   pts.forEach((p) => Object.keys(p.attempt_failures || {}).forEach((k) => keys.add(k)));
   const failureLines = [...keys].sort().map((key) => ({
     name: key,
-    points: pts.slice(1).map((p, i) => [p.t, ((p.attempt_failures || {})[key] || 0) - ((pts[i].attempt_failures || {})[key] || 0)]),
+    // per interval; a restarted agent's counters start again from 0: no negative interval
+    points: pts.slice(1).map((p, i) => [p.t, Math.max(0, ((p.attempt_failures || {})[key] || 0) - ((pts[i].attempt_failures || {})[key] || 0))]),
   }));
   lineChart(document.getElementById("chart-failures"), failureLines);
 }
