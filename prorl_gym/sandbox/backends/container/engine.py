@@ -133,6 +133,21 @@ class Engine:
             raise
         return True
 
+    async def images(self, reference: str) -> list[str]:
+        """The tags (repository:tag) of the images whose name matches `reference`."""
+        listed = await self.call("GET", "/images/json", params={"filters": json.dumps({"reference": [reference]})})
+        return [tag for image in listed for tag in image.get("RepoTags") or []]
+
+    async def remove_image(self, image: str) -> bool:
+        """Remove an image no container uses; False if it is in use or gone."""
+        try:
+            await self.call("DELETE", f"/images/{quote(image, safe='')}")
+        except EngineError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
+        return True
+
     async def import_image(self, repository: str, tag: str, tar_chunks: AsyncIterator[bytes]) -> None:
         """`docker import`: a root file system tar (streamed) becomes image repository:tag."""
         params = {"fromSrc": "-", "repo": f"{repository}:{tag}"}  # Podman ignores `tag`; Docker takes both

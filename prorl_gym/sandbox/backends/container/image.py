@@ -138,6 +138,9 @@ async def ensure_base_image(engine: Engine) -> str:
         files = await asyncio.to_thread(package_files, packages)
         await asyncio.to_thread(write_rootfs, tar, files)
         await engine.import_image(BASE_IMAGE, tag, _chunks(tar))
+    for stale in await engine.images(BASE_IMAGE):  # built from packages this host no longer has
+        if stale != image:
+            await engine.remove_image(stale)
     return image
 
 
