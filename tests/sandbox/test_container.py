@@ -233,3 +233,9 @@ async def test_a_container_whose_spawner_cannot_start_is_a_typed_start_error_lea
         await create_sandbox(spec(root, socket_path, kernel_python="/usr/bin/no-such-python"), backends=backends)
     assert not await engine.list({OWNER_LABEL: owner_id()})
     assert not read_leases(root)
+
+
+async def test_network_when_asked_is_the_engines_default_network(root, socket_path, backends):
+    async with await create_sandbox(spec(root, socket_path, network=True), backends=backends) as sb:
+        interfaces = (await sb.bash("tail -n +3 /proc/net/dev | cut -d: -f1")).output.split()
+        assert "lo" in interfaces and len(interfaces) >= 2, interfaces
