@@ -23,7 +23,7 @@ from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.backends.container.backend import OWNER_LABEL, SANDBOX_LABEL, ContainerBackend
 from prorl_gym.sandbox.backends.container.engine import Engine
 from prorl_gym.sandbox.backends.container.options import ContainerOptions
-from prorl_gym.sandbox.backends.registry import Backends
+from prorl_gym.sandbox.backends.registry import Backends, default_backends
 from prorl_gym.sandbox.errors import SandboxForkError, SandboxStartError
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.sandbox.owner import owner_id
@@ -31,6 +31,25 @@ from prorl_gym.sandbox.pool import SandboxPool
 from prorl_gym.sandbox.reaper import reap_stale
 from prorl_gym.sandbox.spec import ResourceLimits
 from tests.sandbox.container_engine import engine_or_skip
+
+# The sandbox API suite (tests/sandbox/test_sandbox.py), collected here again: its tests run against
+# containers, with this module's `sandbox_spec` (the conftest's `sandbox` starts from it).
+from tests.sandbox.test_sandbox import (  # noqa: F401 - collected by pytest from this module
+    test_a_bash_call_cancelled_while_its_shell_starts_leaves_no_shell_behind,
+    test_a_file_shell_that_stops_answering_is_the_sandboxs_failure,
+    test_a_start_cancelled_while_its_lease_is_written_leaves_no_lease,
+    test_a_warmed_up_kernel_serves_the_first_call_and_keeps_its_state,
+    test_async_with_closes,
+    test_bash_python_and_files_share_one_workspace,
+    test_close_kills_every_process_including_escapees,
+    test_closing_a_sandbox_while_its_kernel_streams_output_ends_the_call,
+    test_closing_while_the_kernel_warms_up_leaves_nothing,
+    test_kernel_starts_only_when_python_is_used,
+    test_sandboxes_are_independent,
+    test_shell_starts_only_when_bash_is_used,
+    test_the_tools_leave_nothing_in_the_workspace_the_agent_did_not_write,
+    test_upload_and_download,
+)
 
 MiB = 1 << 20
 LIMITS = ResourceLimits(processes=64, memory_bytes=1024 * MiB, file_size_bytes=16 * MiB, workspace_bytes=64 * MiB)
@@ -40,6 +59,22 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def socket_path() -> str:
     return engine_or_skip()[0]
+
+
+@pytest.fixture
+def sandbox_spec(sandbox_root, socket_path) -> SandboxSpec:
+    """The API suite's spec (tests/conftest.py), in containers."""
+    return SandboxSpec(
+        backend=ContainerOptions(socket=socket_path), root_dir=sandbox_root, command_timeout_s=10, python_timeout_s=20
+    )
+
+
+@pytest.fixture(autouse=True)
+async def default_backends_closed():
+    """The API suite starts sandboxes with the process's default backends: their engine client lives on
+    this test's event loop, so it is closed with it."""
+    yield
+    await default_backends().close()
 
 
 @pytest.fixture
