@@ -4,8 +4,8 @@
 playwright against a live stack (configs/math.yaml under ng_run, the scripted policy).
 
 One stack for the module. A batch of 5 tasks x 4 samples runs with 150 ms per generation on 4 RUN
-workers (a few seconds: long enough to watch); one task's samples are slow (1.2 s per generation,
-five turns) against a 3 s RUN limit, so they fail with a RUN timeout after two turns. Screenshots go
+workers (a few seconds: long enough to watch); one task's samples are slow (1 s per generation,
+five turns) against a 3 s RUN limit, so they fail with a RUN timeout after a turn or two. Screenshots go
 to results/dashboard/ for a person to look at.
 """
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import tempfile
 import urllib.error
@@ -42,7 +43,7 @@ pytestmark = [
 EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 AGENT = "+math_agent.responses_api_agents.prorl_agent"
 SCREENSHOTS = REPO_ROOT / "results" / "dashboard"
-SLOW_ROW = 4  # its samples time out in RUN after two turns
+SLOW_ROW = 4  # its samples time out in RUN after a turn or two
 
 
 def batch_rows() -> list[dict]:
@@ -50,7 +51,7 @@ def batch_rows() -> list[dict]:
     for k, row in enumerate(rows):
         metadata = {"scripted_mode": "coin"}  # a task's samples alternate right and wrong: rewards differ
         if k == SLOW_ROW:
-            metadata = {"scripted_mode": "stateful", "scripted_latency_ms": "1200"}  # metadata values are strings
+            metadata = {"scripted_mode": "stateful", "scripted_latency_ms": "1000"}  # metadata values are strings
         row["responses_create_params"]["metadata"] = metadata
     return rows
 
@@ -109,9 +110,10 @@ def finished_batch(stack, browser):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{stack.agent_url}/dashboard")
     expect(page.locator("#environment")).to_have_text("math")
-    batch = post(f"{stack.agent_url}/jobs", {"rows": batch_rows(), "batch_id": "dash", "samples_per_row": 4})
     run_busy = page.locator('#stages tr[data-stage="run"] .busy')
-    expect(run_busy).not_to_have_text("0 / 4", timeout=20_000)  # the page, not reloaded, sees RUN working
+    expect(run_busy).to_have_text("0 / 4")  # idle
+    batch = post(f"{stack.agent_url}/jobs", {"rows": batch_rows(), "batch_id": "dash", "samples_per_row": 4})
+    expect(run_busy).to_have_text(re.compile(r"^[1-4] / 4$"), timeout=20_000)  # the page, not reloaded, sees RUN work
     seen = {"run_busy": run_busy.inner_text(), "batch_row": page.locator('#batches tr[data-batch="dash"]').count()}
     page.screenshot(path=str(SCREENSHOTS / "live_running.png"), full_page=True)
     expect(page.locator("#finished-count")).to_have_text(str(len(batch["job_ids"])), timeout=60_000)
@@ -125,8 +127,7 @@ def finished_batch(stack, browser):
 
 def test_the_live_view_follows_a_running_batch_without_reloading(finished_batch):
     page, batch, seen = finished_batch
-    assert seen["run_busy"].split(" / ") == [seen["run_busy"].split(" / ")[0], "4"]
-    assert int(seen["run_busy"].split(" / ")[0]) > 0 and seen["batch_row"] == 1
+    assert re.fullmatch(r"[1-4] / 4", seen["run_busy"]) and seen["batch_row"] == 1
     assert seen["throughput_points"] >= 2, "the throughput chart has a line over time"
     assert page.locator('#stages tr[data-stage="eval"] td').nth(3).inner_text().endswith(" s")  # percentiles
     assert "mean" in page.locator("#endpoints td.latency").first.inner_text(), "the endpoint's call latency"
@@ -145,7 +146,8 @@ def test_a_failed_rollout_found_by_the_search_shows_its_failure_and_transcript(f
     rows.first.click()
     detail = page.locator("#detail")
     expect(detail.locator(".failure").first).to_contain_text("run/timeout")
-    expect(detail.locator(".turn")).to_have_count(2, timeout=5_000)  # two turns before the limit came
+    expect(detail.locator(".turn").first).to_be_visible()  # the turns before the limit came (1 s each)
+    assert 1 <= detail.locator(".turn").count() < 5, "stateful plays five turns: not all of them"
     first_call = detail.locator(".turn").first.locator(".call").first
     expect(first_call).to_contain_text("python")
     expect(first_call.locator(".arguments")).to_contain_text("answer")
