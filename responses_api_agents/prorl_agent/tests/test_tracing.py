@@ -4,9 +4,12 @@
 while tracing is off."""
 
 import asyncio
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from fastapi.testclient import TestClient
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from prorl_gym.pipeline.jobs import JOB_TASK_PREFIX
@@ -108,3 +111,38 @@ def test_an_otlp_endpoint_in_the_environment_turns_tracing_on(monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
     assert TracingConfig().resolved_endpoint() == "http://collector:4318/v1/traces"
     assert TracingConfig().enabled
+
+
+def test_spans_are_exported_over_otlp_http_to_a_configured_endpoint(fake):
+    received: list[tuple[str, str, bytes]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            received.append((self.path, self.headers["Content-Type"], body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        agent = build_agent(fake, **NO_JOURNAL, tracing={"endpoint": f"http://127.0.0.1:{server.server_port}"})
+        client = TestClient(agent.setup_webserver())
+        assert agent._tracing is not None and agent._tracing.recent is None
+        assert client.post("/run", json=ROW).json()["reward"] == 1.0
+        agent._tracing.close()  # flushes the batch
+    finally:
+        server.shutdown()
+    names = set()
+    assert received, "nothing was exported"
+    for path, content_type, body in received:
+        assert path == "/v1/traces" and content_type == "application/x-protobuf"
+        request = ExportTraceServiceRequest.FromString(body)
+        for resource_spans in request.resource_spans:
+            service = {a.key: a.value.string_value for a in resource_spans.resource.attributes}["service.name"]
+            assert service == "prorl-agent"
+            names |= {span.name for scope in resource_spans.scope_spans for span in scope.spans}
+    assert {"rollout", "INIT", "RUN", "EVAL", "seed_session", "policy call", "tool call", "verify"} <= names
