@@ -48,7 +48,7 @@ function bytes(n) {
 
 function latency(l) {
   if (!l || l.mean_s === null || l.mean_s === undefined) return "-";
-  return `${num(l.recent_s ?? l.mean_s, 3)} s (mean ${num(l.mean_s, 3)} s)`;
+  return `${num(l.recent_s ?? l.mean_s)} / ${num(l.mean_s)} s`;
 }
 
 function pct(t) {
@@ -107,6 +107,10 @@ function drawCharts() {
     // per interval; a restarted agent's counters start again from 0: no negative interval
     points: pts.slice(1).map((p, i) => [p.t, Math.max(0, ((p.attempt_failures || {})[key] || 0) - ((pts[i].attempt_failures || {})[key] || 0))]),
   }));
+  failureLines.push({
+    name: "rollouts retried",
+    points: pts.slice(1).map((p, i) => [p.t, Math.max(0, (p.retried || 0) - (pts[i].retried || 0))]),
+  });
   lineChart(document.getElementById("chart-failures"), failureLines);
 }
 
