@@ -56,8 +56,13 @@ def _kind(pid: int, parent_kind: str | None) -> str:
         return "kernel"  # the zygote, the kernels it forked (and their intermediates)
     if "scripted_policy" in cmdline:
         return "policy"
-    if "ray::" in cmdline or "/site-packages/ray/" in cmdline or cmdline.startswith("ray-"):
-        return "ray"  # the Ray cluster NeMo Gym's ng_run starts for every stack (its daemons, idle workers)
+    if (
+        "ray::" in cmdline
+        or "/site-packages/ray/" in cmdline
+        or cmdline.startswith("ray-")
+        or "prorl_gym.ray_head" in cmdline
+    ):
+        return "ray"  # the stack's Ray cluster (prorl_gym/ray_head.py, or the one ng_run starts): its daemons, workers
     if "ng_run" in cmdline:
         return "ng_run"
     if cmdline.startswith(("bwrap", "setpriv", "nsenter", "bash", "/bin/sh")) or parent_kind == "sandbox":

@@ -21,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from uuid import uuid4
 
 from aiohttp import ClientResponseError
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from nemo_gym import server_utils
 from nemo_gym.server_utils import SESSION_ID_KEY
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -137,6 +139,19 @@ def answer_validation_errors(app: FastAPI) -> None:
         return build()
 
     app.build_middleware_stack = build_with_our_handler
+
+
+def without_joining_ray(run: Callable[[], object]) -> Callable[[], object]:
+    """`run` (a NeMo Gym server's run_webserver) without its Ray join. NeMo Gym joins every server to
+    the stack's Ray cluster before it starts (`initialize_ray`): a Ray driver per server (a core worker,
+    its threads and connections, idle workers the raylet starts for each new job), which none of ours
+    uses unless its sandboxes run on Ray hosts, whose backend joins then (sandbox/backends/ray/placer.py)."""
+
+    def run_without_ray() -> object:
+        server_utils.initialize_ray = lambda: None  # this process is the server from here on
+        return run()
+
+    return run_without_ray
 
 
 class PlainASGIMiddleware:

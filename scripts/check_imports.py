@@ -33,6 +33,7 @@ LAYERS = [
         "prorl_gym.supervise",
         "prorl_gym.prometheus",
         "prorl_gym.scripted",
+        "prorl_gym.ray_head",
         "prorl_gym.tracing",
     ],
     ["prorl_gym.asgi", "prorl_gym.wire"],

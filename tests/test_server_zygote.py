@@ -18,10 +18,11 @@ import pytest
 
 APP = textwrap.dedent(
     """
-    import json, os, sys
+    import gc, json, os, sys
     import helper  # a module beside the script: sys.path[0] is the script's directory
     print(json.dumps({"name": __name__, "argv": sys.argv, "cwd": os.getcwd(), "var": os.environ.get("SERVER_VAR"),
-                      "helper": helper.VALUE, "pgid_is_own": os.getpgid(0) == os.getpid()}), flush=True)
+                      "helper": helper.VALUE, "pgid_is_own": os.getpgid(0) == os.getpid(),
+                      "preloaded_frozen": gc.get_freeze_count() > 10000}), flush=True)
     if sys.argv[1] == "wait":
         import time
         time.sleep(600)
@@ -87,6 +88,7 @@ def test_a_forked_server_runs_as_python_app_py_would_and_its_exit_code_is_told(a
         "var": "given",
         "helper": 7,
         "pgid_is_own": True,
+        "preloaded_frozen": True,  # out of its collections: the zygote's pages stay shared
     }
     lines = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
     assert lines[0]["pid"] and lines[0]["pid"] != driver.pid and lines[1] == {"exit": 3}

@@ -1,18 +1,24 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 """Stack's start on a busy machine: an ng_run whose Ray cluster did not come up is started again,
-another failure is said at once. (Every end-to-end test starts a real Stack; here a stand-in
+another failure is said at once; the lean Ray cluster a stack starts for ng_run. (Every end-to-end test starts a real Stack; here a stand-in
 ng_run fails on demand, as Ray's node registration does under load: 2 of 9 starts on a busy
 machine.)"""
 
 from __future__ import annotations
 
+import json
+import subprocess
+from pathlib import Path
+
 import pytest
 
-from prorl_gym.stack import Stack, StackError
+from prorl_gym.runtime.process import session_members
+from prorl_gym.stack import BIN, Stack, StackError
 
 # Says what the real ng_run says when ray.init's node misses Ray's 30 s, the first $FAILS times.
 FAKE_NG_RUN = """#!/bin/sh
+echo "ng_run $*"
 n=$(cat "$STATE" 2>/dev/null || echo 0)
 echo $((n + 1)) > "$STATE"
 if [ "$n" -lt "$FAILS" ]; then
@@ -36,8 +42,11 @@ def fake_ng_run(tmp_path, monkeypatch):
     return script
 
 
-def stack(tmp_path, script) -> Stack:
-    return Stack(["configs/math.yaml"], log_dir=tmp_path / "logs", start_command=[str(script)], ready_timeout_s=30)
+def stack(tmp_path, script, lean_ray: bool = False) -> Stack:
+    logs = tmp_path / "logs"
+    return Stack(
+        ["configs/math.yaml"], log_dir=logs, start_command=[str(script)], ready_timeout_s=60, lean_ray=lean_ray
+    )
 
 
 def starts(tmp_path) -> int:
@@ -69,3 +78,32 @@ def test_any_other_failure_is_said_at_once(tmp_path, fake_ng_run, monkeypatch):
         pass
     assert "exited with 1" in str(exc.value) and "Missing key policy_base_url" in str(exc.value)
     assert starts(tmp_path) == 1
+
+
+JOIN = """
+import ray
+ray.init(address="{address}", log_to_driver=False)
+print("joined", len(ray.nodes()))
+"""
+
+
+def test_a_stack_hands_ng_run_a_lean_ray_that_goes_with_it(tmp_path, fake_ng_run, monkeypatch):
+    monkeypatch.setenv("FAILS", "0")
+    with stack(tmp_path, fake_ng_run, lean_ray=True) as running:
+        head = running._procs[0]
+        address = json.loads((tmp_path / "logs" / "ray_address").read_text())["address"]
+        said = (tmp_path / "logs" / "ng_run.log").read_text()
+        assert f" +ray_head_node_address={address}" in said  # ng_run joins it instead of starting one
+        commands = [Path(f"/proc/{pid}/cmdline").read_bytes() for pid in session_members(head.pid)]
+        assert any(b"gcs_server" in c for c in commands) and any(b"raylet" in c for c in commands)
+        assert not any(b"ray::IDLE" in c or b"ray-dashboard-" in c for c in commands)  # the lean part
+        # A process started as the stack starts its CLIs joins it (token authentication included).
+        joined = subprocess.run(
+            [str(BIN / "python"), "-c", JOIN.format(address=address)],
+            env=running.environment(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert joined.stdout.strip() == "joined 1", joined.stderr[-2000:]
+    assert session_members(head.pid) == []  # nothing of it is left

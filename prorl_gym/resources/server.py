@@ -32,7 +32,7 @@ from nemo_gym.base_resources_server import (
 from nemo_gym.server_utils import SESSION_ID_KEY
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
-from prorl_gym.asgi import PlainASGIMiddleware
+from prorl_gym.asgi import PlainASGIMiddleware, without_joining_ray
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.prometheus import ServerMetrics
 from prorl_gym.resources.harness import harness_env_binds, run_harness
@@ -222,7 +222,7 @@ class SandboxResourcesServer(PlainASGIMiddleware, SimpleResourcesServer):
     @classmethod
     def run_webserver(cls):
         """As NeMo Gym's, under a supervisor that starts the server again if it dies (prorl_gym/supervise.py)."""
-        return supervised(super().run_webserver, address=cls.listening_address)
+        return supervised(without_joining_ray(super().run_webserver), address=cls.listening_address)
 
     def setup_metrics(self) -> ServerMetrics:
         """GET /metrics: live sandboxes, starts, kernels, tool calls and verifies (subclasses may add)."""

@@ -31,7 +31,7 @@ from nemo_gym.config_types import ModelServerRef, ResourcesServerRef
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
 
-from prorl_gym.asgi import PlainASGIMiddleware
+from prorl_gym.asgi import PlainASGIMiddleware, without_joining_ray
 from prorl_gym.capture import CaptureGateway
 from prorl_gym.dashboard.server import Dashboard, DashboardConfig
 from prorl_gym.lifespan import run_with_app
@@ -194,7 +194,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
     def run_webserver(cls):
         """As NeMo Gym's, under a supervisor that starts the agent again if it dies: its journal
         brings back every job (prorl_gym/supervise.py)."""
-        return supervised(super().run_webserver, address=cls.listening_address)
+        return supervised(without_joining_ray(super().run_webserver), address=cls.listening_address)
 
     def body_limits(self) -> dict[str, int]:
         return {"/run": self.config.jobs.max_row_bytes, "/jobs": self.config.jobs.max_request_bytes}

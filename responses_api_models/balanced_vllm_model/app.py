@@ -45,7 +45,7 @@ from pydantic import BaseModel, PrivateAttr, ValidationError, model_validator
 from pydantic_core import from_json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from prorl_gym.asgi import PlainASGIMiddleware
+from prorl_gym.asgi import PlainASGIMiddleware, without_joining_ray
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.prometheus import ServerMetrics
 from prorl_gym.supervise import supervised
@@ -115,7 +115,7 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
     @classmethod
     def run_webserver(cls):
         """As NeMo Gym's, under a supervisor that starts the server again if it dies (prorl_gym/supervise.py)."""
-        return supervised(super().run_webserver)
+        return supervised(without_joining_ray(super().run_webserver))
 
     @property
     def pool(self) -> EndpointPool:

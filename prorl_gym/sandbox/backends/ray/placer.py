@@ -27,6 +27,11 @@ import time
 from typing import Any
 
 import ray
+from nemo_gym.global_config import (
+    NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME,
+    RAY_HEAD_NODE_ADDRESS_KEY_NAME,
+    get_global_config_dict,
+)
 from ray.exceptions import GetTimeoutError, RayActorError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -47,10 +52,20 @@ HOST_RESOURCE_SHARE = 0.001  # each host takes this much of its node's host reso
 
 
 def connect(options: RayOptions) -> None:
-    """Join Ray unless this process already has (NeMo Gym's servers join `ray_head_node_address`)."""
+    """Join Ray unless this process already has: the configured address, else the cluster of the
+    stack this server belongs to (NeMo Gym's `ray_head_node_address`: our servers join it only now,
+    prorl_gym/asgi.py `without_joining_ray`), else the one running here."""
     if not ray.is_initialized():
-        address = options.address or os.environ.get("RAY_ADDRESS") or "auto"
+        address = options.address or os.environ.get("RAY_ADDRESS") or _stack_ray_address() or "auto"
         ray.init(address=address, namespace=options.namespace, log_to_driver=False, ignore_reinit_error=True)
+
+
+def _stack_ray_address() -> str | None:
+    """The Ray cluster of the NeMo Gym stack that started this process (ng_run hands its config over in
+    the environment), if any."""
+    if not os.environ.get(NEMO_GYM_CONFIG_DICT_ENV_VAR_NAME):
+        return None
+    return get_global_config_dict().get(RAY_HEAD_NODE_ADDRESS_KEY_NAME)
 
 
 def capacity_of(node: dict[str, Any], options: RayOptions) -> int:
