@@ -3,9 +3,9 @@
 """The `container` backend: each sandbox a container, through the Docker Engine API (Docker, or
 Podman's `podman system service`: one code path for both).
 
-The container's pid 1 is a small spawner (spawner_main.py, run by the sandbox's Python, as
-container root with only SETUID, SETGID, KILL and CHOWN). Each runtime process (pty bash, kernel, file
-shell) is spawned on the host as attach_main.py, which hands its file descriptors (the pty slave,
+The container's pid 1 is a small spawner (spawner_main.py, run by the sandbox's Python; it starts
+as container root with only SETUID, SETGID and CHOWN, and drops to the sandbox uid once its socket is
+bound). Each runtime process (pty bash, kernel, file shell) is spawned on the host as attach_main.py, which hands its file descriptors (the pty slave,
 the kernel's pipes and control socket) to the spawner over a Unix socket; the spawner runs the
 program with them, as the sandbox uid with the rlimits. So the shells and the kernel are driven
 from outside exactly as for bubblewrap: the pty master and the ZMQ sockets stay here, and no
@@ -19,8 +19,8 @@ Inside: the image (read-only by default) and, of the host, only
   <private>/ctl   -> same path, read-only: connection files
   <private>/spawn -> same path: the spawner's socket (root's: the sandbox uid cannot connect)
   python_dirs(kernel_python), read-only, and spec.binds
-no network unless spec.network, all capabilities dropped but those four (no-new-privileges: the
-sandbox uid gains none), memory and process caps by the engine's cgroups, labels naming the owner
+no network unless spec.network, all capabilities dropped but the spawner's three until it drops
+them (no-new-privileges: nothing regains any, not a setuid binary), memory and process caps by the engine's cgroups, labels naming the owner
 (owner.py): a reaper removes a dead server's containers by them and never touches another's.
 A fork is refused (can_fork False): a running container's tmpfs is not copied cheaply.
 """
@@ -51,9 +51,9 @@ log = logging.getLogger(__name__)
 OWNER_LABEL = "prorl-gym.owner"
 SANDBOX_LABEL = "prorl-gym.sandbox"
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# The spawner's: become the sandbox uid, end its children, give it its workspace. Its children, the
-# sandbox uid, have none (a setuid from root clears them; no-new-privileges keeps it so).
-CAPABILITIES = ["SETUID", "SETGID", "KILL", "CHOWN"]
+# The spawner's, until it drops to the sandbox uid once started (spawner_main.py): give the sandbox its
+# workspace, become the sandbox uid. After that no process of the container has any.
+CAPABILITIES = ["SETUID", "SETGID", "CHOWN"]
 ATTACH = str(Path(__file__).parent / "attach_main.py")
 
 
@@ -63,7 +63,8 @@ class ContainerError(EngineError):
 
 @cache
 def spawner_source() -> str:
-    return (Path(__file__).parent / "spawner_main.py").read_text()
+    # Named on its first line: that is what `ps` shows of pid 1.
+    return "# prorl-gym container spawner\n" + (Path(__file__).parent / "spawner_main.py").read_text()
 
 
 def container_name(sandbox_id: str, owner: str | None = None) -> str:
@@ -74,7 +75,7 @@ def container_env(spec: SandboxSpec) -> dict[str, str]:
     # The image's PATH, then the sandbox Python's bin (bound in): `python` where the image has only python3.
     path = f"{IMAGE_PATH}:{os.path.dirname(spec.kernel_python)}"
     env = {"PATH": path, "HOME": spec.workspace, "TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"}
-    return {**env, "PYTHONDONTWRITEBYTECODE": "1", **SANDBOX_ENV, **spec.env}
+    return {**env, **SANDBOX_ENV, **spec.env}
 
 
 def image_of(spec: SandboxSpec) -> str | None:

@@ -30,7 +30,7 @@ from prorl_gym.sandbox.backends.container.engine import Engine, EngineError, def
 from prorl_gym.sandbox.backends.container.options import BASE_IMAGE
 
 PACKAGES = (
-    "bash", "coreutils", "python3", "python3.11", "findutils", "grep", "sed", "tar", "gzip", "util-linux",
+    "bash", "dash", "libc-bin", "coreutils", "python3", "python3.11", "findutils", "grep", "sed", "tar", "gzip", "util-linux",
     "procps", "diffutils", "patch", "git", "ca-certificates", "mawk", "libstdc++6",
 )  # fmt: skip
 TOP_LEVEL_LINKS = ("bin", "lib", "lib64", "sbin")  # merged /usr: these are links on the host too

@@ -2,15 +2,18 @@
 # SPDX-License-Identifier: Apache-2.0
 """Pid 1 of a container sandbox: starts the sandbox's processes with the host's file descriptors.
 
-Runs inside the container (its source is passed with `python -c`: stdlib only, Python 3.6+), as
-container root with no capability but SETUID, SETGID, KILL and CHOWN. It listens on a Unix socket in a
-root-owned directory bound at the same path on the host; attach_main.py (a host process the
+Runs inside the container (its source is passed with `python -c`: stdlib only, Python 3.6+). It
+starts as container root with no capability but SETUID, SETGID and CHOWN, binds a Unix socket (root's
+alone) in a root-owned directory bound at the same path on the host, and drops to the sandbox uid
+for good: from then on it has no privilege, and as a former root it is not dumpable (the sandbox,
+the same uid, can neither ptrace it nor read its /proc files). attach_main.py (a host process the
 runtimes spawn as if it were the program) connects and sends argv, env, cwd and its own file
 descriptors (SCM_RIGHTS): the pty slave of a shell, the pipes and control socket of a kernel.
 The child gets them at the same numbers, its own session (the pty as its controlling terminal),
-the sandbox's uid and rlimits. Its exit status goes back to the attacher, which exits with it;
+the sandbox's rlimits, default signal dispositions (Python ignores SIGPIPE and SIGXFSZ) and umask. Its exit status goes back to the attacher, which exits with it;
 an attacher that goes (killed) takes the child's process group with it. As pid 1 it also reaps
-every orphan of the sandbox.
+every orphan of the sandbox; the signals the sandbox may send it are ignored or harmless (as pid 1
+of its namespace, it gets no others from inside).
 
     python -I -S -c <this> '{"socket": path, "ready": fifo, "uid": n, "rlimits": {...}, "chown": [dirs], "chown_trees": [dirs]}'
 
@@ -49,7 +52,7 @@ def recv_request(conn):
     return json.loads(data[4:].decode()), list(fds)
 
 
-def child(request, fds, uid, limits):
+def child(request, fds, limits):
     """In the forked child: become the program (never returns)."""
     try:
         os.setsid()
@@ -65,9 +68,6 @@ def child(request, fds, uid, limits):
                     pass
         if request.get("tty"):
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
         for name, value in limits.items():
             soft, hard = value if isinstance(value, list) else (value, value)
             resource.setrlimit(getattr(resource, "RLIMIT_" + name.upper()), (soft, hard))
@@ -75,9 +75,13 @@ def child(request, fds, uid, limits):
             os.chdir(request.get("cwd") or "/")
         except OSError:
             os.chdir("/")
-        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
-            signal.signal(sig, signal.SIG_DFL)
+        for sig in range(1, signal.NSIG):
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):  # SIGKILL, SIGSTOP, the real-time ones Python does not name
+                pass
         signal.pthread_sigmask(signal.SIG_SETMASK, [])
+        os.umask(0o022)
         env = request["env"]
         os.execvpe(request["argv"][0], request["argv"], env)
     except BaseException as exc:  # noqa: BLE001 - anything: say it, exit 127 like a shell
@@ -102,6 +106,10 @@ def main():
         os.unlink(path)
     server.bind(path)
     server.listen(64)
+    ready_fifo = open(ready, "wb", buffering=0)  # noqa: SIM115 - root's too: opened before the drop, closed below
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)  # for good: no capability is left, and the process is no longer dumpable
     wake_r, wake_w = os.pipe()
     for fd in (wake_r, wake_w):
         os.set_blocking(fd, False)
@@ -109,9 +117,8 @@ def main():
     signal.signal(signal.SIGCHLD, lambda *_: None)
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with open(ready, "wb", buffering=0) as fifo:
-        fifo.write(b"ready\n")
+    with ready_fifo:
+        ready_fifo.write(b"ready\n")
     conns = {}  # conn -> child pid
     children = {}  # child pid -> conn
     while True:
@@ -126,7 +133,7 @@ def main():
                     continue
                 pid = os.fork()
                 if pid == 0:
-                    child(request, fds, uid, limits)
+                    child(request, fds, limits)
                 for fd in fds:
                     os.close(fd)
                 conns[conn], children[pid] = pid, conn
