@@ -4,7 +4,8 @@
 transcript turn by turn.
 
 The index holds a small summary per record (reward, failure, attempts, ...), never the record:
-records stay in the job journal and are read from it when one is opened. It is filled lazily, when
+records stay in the job journal (SQLite extracts the summary's fields; no record is parsed in Python
+to index it) and are read from it when one is opened. It is filled lazily, when
 the dashboard asks, from the batches' result lists and the journal (the rollout path pays nothing),
 and it forgets what the job service forgot. `max_records` caps it: beyond it the oldest batches'
 summaries are dropped first (their records are still in the journal: open them by job id).
@@ -49,23 +50,35 @@ class Summary:
         return {name: getattr(self, name) for name in self.__slots__}
 
 
-def summarize(job_id: str, batch_id: str, position: int, group_size: int, status: str, text: bytes | str) -> Summary:
-    record = orjson.loads(text)
-    failure = record.get("failure") or None
+# What a summary reads of a record (Journal.fields: SQLite extracts them; the record is never parsed in Python)
+SUMMARY_PATHS = [
+    "$.reward",
+    "$.failure.type",
+    "$.failure.stage",
+    "$.attempts",
+    "$.num_turns",
+    "$.host",
+    "$.timings.total_s",
+    "$.stop_reason",
+]
+
+
+def summarize(job_id: str, batch_id: str, position: int, group_size: int, status: str, values: list) -> Summary:
+    reward, failure_type, failure_stage, attempts, turns, host, total_s, stop_reason = values
     return Summary(
         job_id=job_id,
         batch_id=batch_id,
         row=position // group_size,
         sample=position % group_size,
         status=status,
-        reward=None if failure else record.get("reward"),
-        failure_type=failure.get("type") if failure else None,
-        failure_stage=failure.get("stage") if failure else None,
-        attempts=record.get("attempts", 1),
-        turns=record.get("num_turns", 0),
-        host=record.get("host"),
-        total_s=(record.get("timings") or {}).get("total_s"),
-        stop_reason=record.get("stop_reason"),
+        reward=None if failure_type else reward,
+        failure_type=failure_type,
+        failure_stage=failure_stage,
+        attempts=attempts if attempts is not None else 1,
+        turns=turns or 0,
+        host=host,
+        total_s=total_s,
+        stop_reason=stop_reason,
     )
 
 
@@ -166,12 +179,12 @@ class RolloutIndex:
     def __init__(
         self,
         batches: Callable[[], list[BatchView]],
-        records: Callable[[list[str]], Awaitable[dict[str, str]]],
+        fields: Callable[[list[str], list[str]], Awaitable[dict[str, list]]],  # Journal.fields
         environment: str,
         max_records: int = 100_000,
         runs: RecentRuns | None = None,
     ):
-        self._batches, self._records, self.environment = batches, records, environment
+        self._batches, self._fields, self.environment = batches, fields, environment
         self.max_records = max_records
         self.runs = runs if runs is not None else RecentRuns(0)
         self._by_batch: dict[str, list[Summary]] = {}  # in stream order; insertion order = oldest batch first
@@ -198,11 +211,11 @@ class RolloutIndex:
                 summaries = self._by_batch.setdefault(view.id, [])
                 while len(summaries) < len(view.results):
                     new = view.results[len(summaries) : len(summaries) + CHUNK]
-                    texts = await self._records([job_id for job_id, _ in new])
+                    values = await self._fields([job_id for job_id, _ in new], SUMMARY_PATHS)
                     positions = self._positions.get(view.id)
                     if positions is None:
                         positions = self._positions[view.id] = {j: k for k, j in enumerate(view.job_ids)}
-                    added = await asyncio.to_thread(self._summaries, view, new, texts, positions)
+                    added = self._summaries(view, new, values, positions)
                     if len(added) < len(new):  # a record gone meanwhile (the batch was forgotten): next time
                         summaries.extend(added)
                         self._size += len(added)
@@ -212,12 +225,12 @@ class RolloutIndex:
             self._cap()
 
     @staticmethod
-    def _summaries(view: BatchView, new: list, texts: dict[str, str], positions: dict[str, int]) -> list[Summary]:
+    def _summaries(view: BatchView, new: list, values: dict[str, list], positions: dict[str, int]) -> list[Summary]:
         out = []
         for job_id, status in new:
-            if (text := texts.get(job_id)) is None:
+            if (found := values.get(job_id)) is None:
                 break
-            out.append(summarize(job_id, view.id, positions.get(job_id, 0), view.group_size, status, text))
+            out.append(summarize(job_id, view.id, positions.get(job_id, 0), view.group_size, status, found))
         return out
 
     def _cap(self) -> None:

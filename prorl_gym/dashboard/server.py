@@ -90,7 +90,7 @@ class Dashboard:
         self.counters = LiveCounters()
         self.series = Series(self.counters, stages, config.sample_s)
         self.runs = RecentRuns(config.keep_runs)
-        self.index = RolloutIndex(jobs.batch_views, jobs.journal.records, environment, config.max_indexed, self.runs)
+        self.index = RolloutIndex(jobs.batch_views, jobs.journal.fields, environment, config.max_indexed, self.runs)
         self._live: tuple[float, dict] | None = None
         self._policy_calls: dict[str, tuple[float, float]] = {}  # endpoint -> (seconds, calls) at the last look
         self._live_lock = asyncio.Lock()

@@ -308,6 +308,24 @@ class Journal:
             found.update(self._db.execute(sql, chunk).fetchall())
         return found
 
+    async def fields(self, job_ids: list[str], paths: list[str]) -> dict[str, list]:
+        """job id -> the values at these JSON paths ('$.reward', ...) of its record, for those finished:
+        SQLite reads them (in C, off the event loop's thread) so a caller that wants a few fields of many
+        records (the dashboard's index) never parses them whole in Python."""
+        return await self._call(self._fields, job_ids, paths)
+
+    def _fields(self, job_ids: list[str], paths: list[str]) -> dict[str, list]:
+        found: dict[str, list] = {}
+        # several paths: one JSON array of their values (one parse); one path: its value alone, so wrapped
+        extract = f"json_extract(record, {', '.join('?' * len(paths))})"
+        extract = extract if len(paths) > 1 else f"json_array({extract})"
+        for start in range(0, len(job_ids), 500):
+            chunk = job_ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT id, {extract} FROM jobs WHERE record IS NOT NULL AND id IN ({marks})"
+            found.update((job_id, json.loads(values)) for job_id, values in self._db.execute(sql, [*paths, *chunk]))
+        return found
+
     async def row(self, job_id: str) -> dict | None:
         return await self._call(self._row, job_id)
 

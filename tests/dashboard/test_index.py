@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import orjson
 
-from prorl_gym.dashboard.index import Query, RolloutIndex, turns
+from prorl_gym.dashboard.index import SUMMARY_PATHS, Query, RolloutIndex, turns
 from prorl_gym.pipeline.jobs import BatchView
+from prorl_gym.pipeline.journal import Journal as RealJournal
+from prorl_gym.pipeline.journal import StreamOffset
 
 
 def record(k: int) -> str:
@@ -31,9 +33,16 @@ class Journal:
         self.texts: dict[str, str] = {}
         self.asked: list[int] = []
 
-    async def records(self, job_ids: list[str]) -> dict[str, str]:
+    async def fields(self, job_ids: list[str], paths: list[str]) -> dict[str, list]:
+        """As Journal.fields: the values at `paths` ($.a.b) of each finished job's record."""
         self.asked.append(len(job_ids))
-        return {j: self.texts[j] for j in job_ids if j in self.texts}
+        return {j: [at(orjson.loads(self.texts[j]), p) for p in paths] for j in job_ids if j in self.texts}
+
+
+def at(value, path: str):
+    for key in path.removeprefix("$.").split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def batch(batch_id: str, n: int, journal: Journal, finished: int | None = None, group: int = 4) -> BatchView:
@@ -48,7 +57,7 @@ def batch(batch_id: str, n: int, journal: Journal, finished: int | None = None, 
 async def test_search_filters_and_pages_newest_first():
     journal = Journal()
     views = [batch("a", 20, journal), batch("b", 20, journal)]
-    index = RolloutIndex(lambda: views, journal.records, "math")
+    index = RolloutIndex(lambda: views, journal.fields, "math")
     await index.refresh()
     total, page = index.search(Query(), offset=0, limit=7)
     assert total == 40 and [s.job_id for s in page[:2]] == ["b/4/3", "b/4/2"]  # newest batch, newest result
@@ -67,7 +76,7 @@ async def test_search_filters_and_pages_newest_first():
 async def test_filling_is_incremental_and_forgets_what_the_job_service_forgot():
     journal = Journal()
     views = [batch("a", 12, journal, finished=5)]
-    index = RolloutIndex(lambda: views, journal.records, "math")
+    index = RolloutIndex(lambda: views, journal.fields, "math")
     await index.refresh()
     assert len(index) == 5 and journal.asked == [5]
     views[0] = batch("a", 12, journal, finished=12)
@@ -82,7 +91,7 @@ async def test_filling_is_incremental_and_forgets_what_the_job_service_forgot():
 async def test_the_index_is_capped_by_dropping_the_oldest_batches_for_good():
     journal = Journal()
     views = [batch(name, 10, journal) for name in ("a", "b", "c")]
-    index = RolloutIndex(lambda: views, journal.records, "math", max_records=25)
+    index = RolloutIndex(lambda: views, journal.fields, "math", max_records=25)
     await index.refresh()
     assert len(index) == 20 and index.search(Query(batch="a"))[0] == 0
     asked = len(journal.asked)
@@ -93,7 +102,7 @@ async def test_the_index_is_capped_by_dropping_the_oldest_batches_for_good():
 async def test_ten_thousand_records_in_one_batch_are_searched_a_page_at_a_time():
     journal = Journal()
     views = [batch("big", 10_000, journal)]
-    index = RolloutIndex(lambda: views, journal.records, "math")
+    index = RolloutIndex(lambda: views, journal.fields, "math")
     await index.refresh()
     assert max(journal.asked) <= 500, "read from the journal in chunks"
     total, page = index.search(Query(batch="big", failure="any"), offset=1950, limit=50)
@@ -155,3 +164,17 @@ def test_a_retried_rollouts_call_times_are_its_last_attempts():
     ]
     (turn,) = turns({"response": {"output": output}}, spans)
     assert turn["policy_s"] == 0.5 and turn["tool_calls"][0]["duration_s"] == 0.1
+
+
+async def test_the_journal_extracts_the_summarys_fields_without_python_parsing_the_record(tmp_path):
+    journal = RealJournal(tmp_path / "agent.sqlite")
+    await journal.open()
+    try:
+        await journal.add_batch("b", ["b/0/0", "b/0/1", "b/1/0"], None, [(j, "f", "{}") for j in ("b/0/0", "b/0/1")])
+        await journal.finish_job("b/0/0", "failed", record(4), [StreamOffset("b", 0, False)])
+        got = await journal.fields(["b/0/0", "b/0/1", "nope"], SUMMARY_PATHS)
+        assert list(got) == ["b/0/0"], "only finished jobs"
+        assert got["b/0/0"] == [0.0, "timeout", "run", 2, 3, "node-1", 1.5, None]
+        assert await journal.fields(["b/0/0"], ["$.host"]) == {"b/0/0": ["node-1"]}
+    finally:
+        await journal.close()

@@ -19,9 +19,9 @@ class StubJobs:
     def __init__(self):
         self.status_calls = 0
         self.cancelled: list[str] = []
-        self.journal = SimpleNamespace(records=self._records, opened=True)
+        self.journal = SimpleNamespace(records=self._nothing, fields=self._nothing, opened=True)
 
-    async def _records(self, job_ids):
+    async def _nothing(self, *args):
         return {}
 
     def batch_views(self):
