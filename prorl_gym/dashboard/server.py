@@ -41,7 +41,6 @@ from prorl_gym.wire.records import RolloutRecord
 STATIC = Path(__file__).parent / "static"
 STATIC_FILES = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 PEER_TIMEOUT_S = 2.0
-TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts")
 # The balanced model server's histogram of policy calls (responses_api_models/balanced_vllm_model): sum and count
 POLICY_CALLS = re.compile(r'^prorl_policy_call_seconds_(sum|count)\{endpoint="([^"]*)",outcome="ok"\} (\S+)$')
 RECORD_FIELDS = set(RolloutRecord.model_fields) | {"_ng_failure_class", "responses_create_params"}
@@ -55,8 +54,9 @@ class DashboardConfig(BaseModel):
     # token, they need it (Authorization: Bearer <token>; the page asks for it once).
     actions: bool = False
     action_token: str | None = None
-    max_indexed: int = Field(100_000, ge=1)  # rollout summaries held for search (~200 bytes each)
-    # Records of POST /run (not journaled: ng_collect_rollouts, NeMo RL) kept, as they are, for the inspector
+    max_indexed: int = Field(100_000, ge=1)  # rollout summaries held for search (~300 bytes each)
+    # Records of POST /run (not journaled: ng_collect_rollouts, NeMo RL) kept, as they are, for the inspector;
+    # each is as large as its transcript with token ids (tens of KB; more for long SWE rollouts)
     keep_runs: int = Field(500, ge=0)
     sample_s: float = Field(2.0, gt=0)  # time series resolution
     cache_s: float = Field(1.0, ge=0)  # the live answer is computed at most this often
