@@ -80,6 +80,9 @@ def test_evaluate_stem_example_split_with_the_gold_policy(tmp_path, sandbox_root
     raw = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
     assert len(raw) == 10 and all(r["reward"] == 1.0 for r in raw)
     assert "[rollouts.jsonl](rollouts.jsonl)" in report
+    # the agent's dashboard as it stood when collection ended, one self-contained page, linked
+    assert "[dashboard.html](dashboard.html)" in report and "live dashboard: http://" in run.stderr
+    assert '"finished": 10, "usable": 10' in (out / "dashboard.html").read_text()
     # Every sandbox the run created is gone (hidden entries are the backend's own bookkeeping).
     assert not [p.name for p in sandbox_root.iterdir() if not p.name.startswith(".")]
     print(f"evaluation command took {elapsed:.1f}s")
