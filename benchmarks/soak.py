@@ -58,7 +58,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.common import RESULTS_DIR, emit, raise_fd_limit
+from benchmarks.common import emit, raise_fd_limit
 from prorl_gym.client import ProRLClient, agent_url
 from prorl_gym.dashboard.export import save_snapshot
 from prorl_gym.environments import Environment, all_config_paths, discover
@@ -373,11 +373,11 @@ def leaks(session: int, roots: dict[str, Path]) -> dict:
     return {"leaked_processes": len(processes), "leaked_sandbox_dirs": len(dirs) + len(leases)}
 
 
-def save_dashboards(soak: SoakStack, name: str) -> list[str]:
+def save_dashboards(soak: SoakStack, out: Path) -> list[str]:
     """Each agent's dashboard (the same charts as live: stages, throughput, failures by stage and type)
-    as it stands at the end of the run, next to the JSON: results/bench/<name>_dashboard_<env>.html."""
-    saved = [save_snapshot(url, RESULTS_DIR / f"{name}_dashboard_{env}.html") for env, url in soak.agents.items()]
-    return [str(path.relative_to(REPO_ROOT)) for path in saved if path is not None]
+    as it stands at the end of the run, beside the run's logs: <out>/dashboard_<env>.html (names)."""
+    saved = [save_snapshot(url, out / f"dashboard_{env}.html") for env, url in soak.agents.items()]
+    return [path.name for path in saved if path is not None]
 
 
 def soak_faults(
@@ -392,7 +392,7 @@ def soak_faults(
             results["fault_free_rollouts"] = len(fault_free.records)
         if probe_repeats:
             results["collect_probe"] = collect_probe(soak, swe, probe_repeats, 10.0, log_dir)
-        results["dashboards"] = save_dashboards(soak, "soak")
+        results["dashboards"] = save_dashboards(soak, log_dir)
         session, roots = soak.stack.session, dict(soak.roots)
         soak.stack.stop()
         # SIGKILLed processes take a moment to go (a busy machine: seconds); a leak is one still there after 30 s.
@@ -465,7 +465,7 @@ def soak_steady(concurrency: int, minutes: float, log_dir: Path) -> dict:
         before = idle_footprint()
         run = asyncio.run(run_steady(url, rows, concurrency, max(0.0, minutes - 1) * 60))
         after = idle_footprint()
-        dashboards = save_dashboards(soak, "soak_steady")
+        dashboards = save_dashboards(soak, log_dir)
     return {
         "dashboards": dashboards,
         "concurrency": concurrency,

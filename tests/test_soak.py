@@ -23,5 +23,7 @@ def test_short_soak_loses_nothing_under_every_kind_of_fault(tmp_path):
     assert read_jsonl(tmp_path / "logs" / "suspects.jsonl", missing_ok=True) == []
     assert set(results["faults"]) == set(FAULTS), results  # every kind found something to break
     assert (results["leaked_processes"], results["leaked_sandbox_dirs"]) == (0, 0), results
+    assert sorted(results["dashboards"]) == sorted(f"dashboard_{env.name}.html" for env in discover())
+    assert "window.PRORL_SNAPSHOT" in (tmp_path / "logs" / results["dashboards"][0]).read_text()
     probe = results["collect_probe"]
     assert probe["records"] == probe["rows"], probe
