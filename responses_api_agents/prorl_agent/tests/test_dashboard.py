@@ -53,3 +53,18 @@ def test_failed_attempts_are_counted_by_stage_and_type_retries_included():
     counters = client.get("/dashboard/api/live").json()["counters"]
     assert counters["attempt_failures"] == {"init/init_error": 1} and counters["failed"] == {}
     assert counters["retried"] == 1
+
+
+def test_configured_actions_drain_a_host_through_the_resources_server_and_cancel_through_the_job_service():
+    fake = fake_peers()
+    fake.route("env", "/hosts/drain", lambda body: {"host": body["host"], "draining": body["draining"]})
+    agent = build_agent(fake, journal={"persist": False}, dashboard={"actions": True, "action_token": "t"})
+    agent._dashboard.peers = fake
+    client = TestClient(agent.setup_webserver())
+    auth = {"Authorization": "Bearer t"}
+    drained = client.post("/dashboard/api/actions/drain_host", json={"host": "node-a"}, headers=auth)
+    assert drained.status_code == 200 and drained.json() == {"host": "node-a", "draining": True}
+    assert ("env", "/hosts/drain", {"host": "node-a", "draining": True}, {}) in fake.calls
+    unknown = client.post("/dashboard/api/actions/cancel_batch", json={"batch_id": "nope"}, headers=auth)
+    assert unknown.status_code == 404 and "nope" in unknown.json()["detail"]
+    assert client.post("/dashboard/api/actions/drain_host", json={"host": "node-a"}).status_code == 401
