@@ -103,6 +103,9 @@ class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
     # every_turn: snapshot the sandbox after each turn, so that rollouts can branch from any turn (a row's
     # `prorl_snapshots`, or a job batch's `snapshots`, decides for itself).
     snapshots: SnapshotMode = "none"
+    # The transcript sent to /verify carries the policy's token ids too (no verifier here reads them, and
+    # they are most of its bytes: off saves the agent and the resources server their (de)serialization).
+    verify_token_ids: bool = False
     # An existing agent harness as the RUN stage instead of this agent's loop (harness.py), e.g.
     # {kind: mini_swe_agent, settings: {config: mini}}; its model calls are captured with their ids.
     harness: HarnessConfig | None = None
@@ -145,7 +148,14 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
         self._peers = PeerClient(self.server_client)
         peers = Peers(self._peers, c.resources_server.name, c.model_server.name)
         self._pipeline = RolloutPipeline(
-            peers, self._pools, c.limits, c.retry, c.release_timeout_s, coupled, snapshots=c.snapshots
+            peers,
+            self._pools,
+            c.limits,
+            c.retry,
+            c.release_timeout_s,
+            coupled,
+            snapshots=c.snapshots,
+            verify_token_ids=c.verify_token_ids,
         )
         self._jobs = JobManager(
             self.rollout,

@@ -48,7 +48,7 @@ from prorl_gym.wire.records import (
     TurnSnapshot,
 )
 from prorl_gym.wire.resources import SANDBOX_LOST_ERROR, SNAPSHOT_KEY, ToolsResponse
-from responses_api_agents.prorl_agent.loop import AgentLoop, LoopLimits
+from responses_api_agents.prorl_agent.loop import TOKEN_FIELDS, AgentLoop, LoopLimits
 from responses_api_agents.prorl_agent.recovery import Part, PartGone, Recovery, part_of
 
 log = logging.getLogger(__name__)
@@ -120,9 +120,11 @@ class RolloutPipeline:
         release_timeout_s: float,
         coupled: asyncio.Semaphore | None = None,
         snapshots: SnapshotMode = "none",
+        verify_token_ids: bool = False,
     ):
         self.peers, self.pools, self.limits, self.retry = peers, pools, limits, retry
         self.snapshots = snapshots  # for rows that do not say (SNAPSHOTS_KEY)
+        self.verify_token_ids = verify_token_ids
         self.release_timeout_s = release_timeout_s
         self._coupled = coupled  # one slot per rollout for all stages: the benchmark baseline
         self._tools: ToolsResponse | None = None
@@ -331,7 +333,12 @@ class RolloutPipeline:
     # ------------------------------------------------------------------ EVAL
 
     async def _eval(self, row: dict, a: _Attempt, stop_reason: str) -> dict:
-        request = row | {"response": transcript(a.loop).model_dump(), "stop_reason": stop_reason}
+        response = transcript(a.loop)
+        if self.verify_token_ids:
+            dumped = response.model_dump()
+        else:  # the items' ids are never dumped: most of a transcript's bytes
+            dumped = response.model_dump(exclude={"output"}) | {"output": [_without_ids(i) for i in response.output]}
+        request = row | {"response": dumped, "stop_reason": stop_reason}
         status, payload = await self._call(Stage.EVAL, FailureType.EVAL_ERROR, "/verify", request, a.cookies)
         if status != 200:  # 404 (no /verify) and 422 (the row does not fit the server's request) are permanent
             message = f"verify returned {status}: {payload[:1500]!r}"
@@ -371,9 +378,10 @@ class RolloutPipeline:
     # ------------------------------------------------------------------ the record
 
     def _record(self, row: dict, a: _Attempt, failure: Failure | None) -> RolloutRecord:
-        """The verify response (or the row and transcript, without one) and our own fields."""
+        """The verify response (or the row, without one) with the transcript as the policy produced it (the
+        verifier's echo of it lacks the token ids unless verify_token_ids), and our own fields."""
         loop = a.loop
-        fields = a.verified if a.verified is not None else row | {"response": transcript(loop).model_dump()}
+        fields = (a.verified if a.verified is not None else row) | {"response": transcript(loop).model_dump()}
         failure = failure or (Failure.model_validate(fields["failure"]) if fields.get("failure") else None)
         stats = loop.stats if loop else None
         if stats:
@@ -411,6 +419,12 @@ def _task_text(params: NeMoGymResponseCreateParamsNonStreaming) -> str:
         if item.get("role") == "user":
             return text_of(item.get("content"))
     raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, "the row has no user message to give the harness")
+
+
+def _without_ids(item) -> dict:
+    if isinstance(item, BaseModel):
+        return item.model_dump(exclude=TOKEN_FIELDS)
+    return {k: v for k, v in item.items() if k not in TOKEN_FIELDS}
 
 
 def _has_token_ids(items: list) -> bool:

@@ -327,8 +327,10 @@ def _chat_prompt_kind(messages: list[dict], completion: NeMoGymChatCompletion) -
     before = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
     if prompt is None or before is None or not before.get("prompt_token_ids"):
         return "rendered"
-    seen = [int(i) for i in before["prompt_token_ids"]] + [int(i) for i in before.get("generation_token_ids") or []]
-    return "extended" if list(prompt[: len(seen)]) == seen else "drifted"
+    seen = [*before["prompt_token_ids"], *(before.get("generation_token_ids") or [])]
+    if list(prompt[: len(seen)]) == seen:  # ids as ints on both sides (a validated request): no conversions
+        return "extended"
+    return "extended" if [int(i) for i in prompt[: len(seen)]] == [int(i) for i in seen] else "drifted"
 
 
 async def _create_params(request: Request) -> NeMoGymResponseCreateParamsNonStreaming:

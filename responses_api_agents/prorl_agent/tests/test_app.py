@@ -1,6 +1,7 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 import asyncio
+import json
 
 import aiohttp
 import pytest
@@ -371,3 +372,25 @@ def test_a_rollout_held_by_a_pause_past_its_run_timeout_is_the_infrastructures(f
     assert (state["paused"], state["version"]) == (False, 5) and state["paused_s"] > 0
     record = client.post("/run", json=ROW).json()
     assert record["reward"] == 1.0 and record["policy_versions"] == [5, 5] and record["newest_policy_version"] == 5
+
+
+@pytest.mark.parametrize("verify_token_ids", [False, True])
+def test_the_verifier_gets_the_transcript_with_token_ids_only_if_asked(fake, verify_token_ids):
+    turns = model_turns(("calls", [("bash", '{"command": "ls"}')]), ("text", "\\boxed{1}"))
+    ids = {"prompt_token_ids": [1, 2], "generation_token_ids": [3], "generation_log_probs": [-0.5]}
+
+    def with_ids(body):  # every answer's items carry the ids the policy produced
+        answer = json.loads(turns(body)._body)
+        return FakeResponse(
+            200, answer | {"output": [item | ids for item in answer["output"]]}, {"model_session": "m1"}
+        )
+
+    fake.route("model", "/v1/responses", with_ids)
+    record = agent_client(fake, verify_token_ids=verify_token_ids).post("/run", json=ROW).json()
+    verify_body = next(body for _, path, body, _ in fake.calls if path == "/verify")
+    items = verify_body["response"]["output"]
+    assert [item["type"] for item in items] == ["function_call", "function_call_output", "message"]
+    assert [("generation_token_ids" in item) for item in items] == [verify_token_ids, False, verify_token_ids]
+    assert items[0]["arguments"] == '{"command": "ls"}' and items[2]["content"][0]["text"] == "\\boxed{1}"
+    assert record["reward"] == 1.0  # and the record keeps every id either way
+    assert [item.get("generation_token_ids") for item in record["response"]["output"]] == [[3], None, [3]]
