@@ -24,6 +24,7 @@ from prorl_gym.sandbox.backends.container.backend import SANDBOX_LABEL
 from prorl_gym.sandbox.backends.container.engine import Engine
 from prorl_gym.sandbox.backends.container.options import ContainerOptions
 from prorl_gym.sandbox.backends.registry import Backends
+from prorl_gym.sandbox.errors import SandboxKernelError
 from tests.sandbox.container_engine import engine_or_skip
 from tests.security.helpers import (
     _CREATED,
@@ -181,3 +182,31 @@ async def test_close_leaves_no_container_process_or_file(make):
         await engine.close()
     assert await _wait_until(lambda: not _procs(sb)), _procs(sb)
     assert not sb.placement.private_dir.exists()
+
+
+async def test_a_sandbox_at_its_process_limit_fails_new_programs_not_its_pid1(make):
+    sb = await make(limits=LIMITS.model_copy(update={"processes": 12}))
+    fill = (
+        "import os, time\nfor _ in range(20):\n    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
+        "    if pid == 0:\n        time.sleep(300)\n        os._exit(0)\nprint('full', flush=True)\ntime.sleep(300)"
+    )
+    await sb.write_file("/tmp/fill.py", fill)
+    await sb.bash("python3 /tmp/fill.py > /tmp/full.txt 2>&1 & disown")
+    said = 'read -r line < /tmp/full.txt; echo "$line"'  # builtins: no fork needed
+    assert await _wait_until_async(lambda: sb.bash(said), lambda result: result.output == "full\n")
+    with pytest.raises(SandboxKernelError):  # no process left for a kernel
+        await sb.python("print(1)")
+    assert sb.placement.init_pid in _procs(sb)  # the spawner's fork failed, the spawner did not
+    await sb.bash("kill -9 -1")  # a builtin: no fork needed
+    assert (await sb.python("print(6 * 7)")).output == "42\n"
+    await _assert_usable(sb)
+
+
+async def _wait_until_async(call, done, timeout: float = 10.0) -> bool:
+    """Until done(await call()), or the timeout."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not done(await call()):
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True

@@ -35,6 +35,7 @@ import sys
 import termios
 
 MAX_FDS = 64
+EXIT_CANNOT_START = 126  # as a shell says of a command it found but could not run
 
 
 def recv_request(conn):
@@ -91,6 +92,15 @@ def child(request, fds, limits):
             os._exit(127)
 
 
+def reply(conn, code):
+    """The program's exit status to its attacher, which exits with it."""
+    try:
+        conn.sendall(b"%d\n" % code)
+    except OSError:
+        pass
+    conn.close()
+
+
 def main():
     config = json.loads(sys.argv[1])
     path, ready, uid, limits = config["socket"], config["ready"], config["uid"], config["rlimits"]
@@ -131,11 +141,17 @@ def main():
                 except (OSError, ValueError, EOFError):
                     conn.close()
                     continue
-                pid = os.fork()
+                try:
+                    pid = os.fork()
+                except OSError:  # the sandbox is at its process limit: this program fails, not pid 1
+                    pid = None
                 if pid == 0:
                     child(request, fds, limits)
                 for fd in fds:
                     os.close(fd)
+                if pid is None:
+                    reply(conn, EXIT_CANNOT_START)
+                    continue
                 conns[conn], children[pid] = pid, conn
             elif source is wake_r:
                 try:
@@ -165,13 +181,8 @@ def main():
             if pid in children:
                 conn = children.pop(pid)
                 if conn is not None:
-                    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
-                    try:
-                        conn.sendall(b"%d\n" % code)
-                    except OSError:
-                        pass
                     conns.pop(conn, None)
-                    conn.close()
+                    reply(conn, os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
 
 
 if __name__ == "__main__":
