@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from prorl_gym.sandbox.layout import private_dir_of
-from prorl_gym.sandbox.owner import owner_id, process_alive, process_start_time
+from prorl_gym.sandbox.owner import own_start_time, owner_id, process_alive, process_start_time
 from prorl_gym.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,7 @@ class Lease(BaseModel):
     backend: str
     owner: str = Field(default_factory=owner_id)
     owner_pid: int = Field(default_factory=os.getpid)
-    owner_start: int | None = Field(default_factory=lambda: process_start_time(os.getpid()))
+    owner_start: int | None = Field(default_factory=own_start_time)
     pids: dict[int, int | None] = Field(default_factory=dict)  # host pid -> its start time
     instance: str | None = None  # e.g. an Apptainer instance name
     options: dict[str, Any] = Field(default_factory=dict)  # the backend's options (binary, dirs) to reap with

@@ -32,10 +32,24 @@ def short_hostname() -> str:
     return socket.gethostname().split(".")[0][:20]
 
 
+def own_start_time() -> int | None:
+    """This process's start time (process_start_time), read once per process (a fork reads its own)."""
+    return _start_time_of_self(os.getpid())
+
+
 @cache
+def _start_time_of_self(pid: int) -> int | None:
+    return process_start_time(pid)
+
+
 def owner_id() -> str:
     """`<host>-<pid>-<start ticks>`: stable for this process, never reused by another."""
-    return f"{short_hostname()}-{os.getpid()}-{process_start_time(os.getpid())}"
+    return _owner_id(os.getpid())
+
+
+@cache
+def _owner_id(pid: int) -> str:  # per pid: a process forked from this one is another owner
+    return f"{short_hostname()}-{pid}-{_start_time_of_self(pid)}"
 
 
 def owned_here(owner: str) -> bool:
