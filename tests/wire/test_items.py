@@ -18,7 +18,13 @@ ITEMS = [
     {"type": "function_call", "name": "python", "arguments": "{}", "call_id": "c1", "id": "fc", "status": "completed"},
     {"type": "function_call", "name": "python", "arguments": "{}", "call_id": "c1"} | IDS,
     {"type": "function_call", "name": "python", "arguments": "{}", "call_id": "c1", "routed_experts": [[[1]]]} | IDS,
-    {"type": "function_call", "name": "python", "arguments": "{}", "call_id": "c1", "prompt_token_ids": [1]},  # not all
+    {
+        "type": "function_call",
+        "name": "python",
+        "arguments": "{}",
+        "call_id": "c1",
+        "prompt_token_ids": [1],
+    },  # not all
     {"type": "function_call", "name": "python", "arguments": "{}", "call_id": "c1"} | IDS | {"prompt_token_ids": "x"},
     {"type": "function_call", "name": "python", "call_id": "c1"},  # no arguments
     {"type": "function_call_output", "call_id": "c1", "output": "2"},
