@@ -25,6 +25,8 @@ from prorl_gym.wire.records import RolloutRecord
 
 CHUNK = 500  # records read from the journal and summarised at a time
 TRUNCATION_MARKS = ("[... output truncated", "[... truncated")  # what tools write where they cut output
+TOKEN_ID_LISTS = frozenset({"prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts"})
+GENERATED_COUNT = "generated_tokens"  # what a kept /run record's item says instead of its generation ids
 NEVER_SENT = ("Error: unknown tool", "Error: the arguments")  # malformed calls the agent answered itself
 
 
@@ -105,7 +107,8 @@ def summarize_record(job_id: str, row: int, sample: int, record: RolloutRecord) 
 
 
 class RecentRuns:
-    """The last `keep` records of POST /run, as they are (no copy, no serialisation on the rollout path).
+    """The last `keep` records of POST /run, without their token ids (a long SWE rollout's are tens of MB as
+    Python lists; the inspector shows their counts): a shallow copy, no serialisation on the rollout path.
     Job ids "run/<n>"; a task's samples share a row (the row's task_id, else its prompt)."""
 
     def __init__(self, keep: int):
@@ -113,7 +116,7 @@ class RecentRuns:
         self._next = 0
 
     def add(self, record: RolloutRecord) -> None:
-        self._records.append((self._next, record))
+        self._records.append((self._next, _without_token_ids(record)))
         self._next += 1
 
     def __len__(self) -> int:
@@ -137,6 +140,20 @@ class RecentRuns:
         first = self._records[0][0]
         k = int(n) - first
         return self._records[k][1] if 0 <= k < len(self._records) else None
+
+
+def _without_token_ids(record: RolloutRecord) -> RolloutRecord:
+    """The record with each transcript item's token id lists left out (the generated ones counted)."""
+    output = (record.response or {}).get("output")
+    if not output:
+        return record
+    items = []
+    for item in output:
+        if isinstance(item, dict) and TOKEN_ID_LISTS & item.keys():
+            kept = {k: v for k, v in item.items() if k not in TOKEN_ID_LISTS}
+            item = kept | {GENERATED_COUNT: len(item.get("generation_token_ids") or ())}
+        items.append(item)
+    return record.model_copy(update={"response": record.response | {"output": items}})
 
 
 def _task_key(record: RolloutRecord) -> str:
@@ -309,7 +326,7 @@ def turns(record: dict, spans: list[dict] | None = None) -> list[dict]:
                 "_ids": 0,
             }
             result.append(current)
-        current["_ids"] += len(item.get("generation_token_ids") or ())
+        current["_ids"] += item.get(GENERATED_COUNT) or len(item.get("generation_token_ids") or ())
         if kind == "message":
             current["messages"].append(_text(item.get("content")))
         elif kind == "reasoning":

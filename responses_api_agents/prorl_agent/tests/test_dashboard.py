@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The agent's dashboard (prorl_gym/dashboard) fed by its /run rollouts: counters, the inspector."""
 
+import orjson
 from fastapi.testclient import TestClient
 
 from responses_api_agents.prorl_agent.tests.fakes import FakeClient, FakeResponse, model_turns, resources
@@ -68,3 +69,25 @@ def test_configured_actions_drain_a_host_through_the_resources_server_and_cancel
     unknown = client.post("/dashboard/api/actions/cancel_batch", json={"batch_id": "nope"}, headers=auth)
     assert unknown.status_code == 404 and "nope" in unknown.json()["detail"]
     assert client.post("/dashboard/api/actions/drain_host", json={"host": "node-a"}).status_code == 401
+
+
+def test_kept_run_records_hold_no_token_ids_but_say_how_many_were_generated():
+    fake = fake_peers()
+    policy = fake._routes[("model", "/v1/responses")]
+    ids = {"prompt_token_ids": list(range(50)), "generation_token_ids": [7] * 9, "generation_log_probs": [-0.1] * 9}
+
+    def with_ids(body):
+        answer = orjson.loads(policy(body)._body)
+        return FakeResponse(
+            200, answer | {"output": [item | ids for item in answer["output"]]}, {"model_session": "m"}
+        )
+
+    fake.route("model", "/v1/responses", with_ids)
+    agent = build_agent(fake, journal={"persist": False})
+    client = TestClient(agent.setup_webserver())
+    returned = client.post("/run", json=ROW).json()
+    assert returned["response"]["output"][0]["generation_token_ids"] == [7] * 9  # the trainer's record: whole
+    (kept,) = [record for _, record in agent._dashboard.runs._records]
+    assert not any(key in item for item in kept.response["output"] for key in ids)
+    opened = client.get("/dashboard/api/rollout", params={"job_id": "run/0"}).json()
+    assert [turn["tokens"] for turn in opened["turns"]] == [9, 9]
