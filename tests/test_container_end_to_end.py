@@ -53,9 +53,15 @@ async def created_containers(engine: Engine, since: float) -> int:
     return sum(1 for event in events if SANDBOX_LABEL in event.get("Actor", {}).get("Attributes", {}))
 
 
-async def sandbox_containers(engine: Engine) -> list[dict]:
-    listed = await engine.call("GET", "/containers/json", params={"all": "true"})
-    return [c for c in listed if SANDBOX_LABEL in (c.get("Labels") or {})]
+def sandbox_containers(root: Path):
+    """The engine's sandbox containers of sandboxes under `root` (they bind their run dir from there):
+    other test runs may have theirs on the same engine."""
+
+    async def listed(engine: Engine) -> list[dict]:
+        found = await engine.list({SANDBOX_LABEL: None})
+        return [c for c in found if any(m.get("Source", "").startswith(f"{root}/") for m in c.get("Mounts") or [])]
+
+    return listed
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +85,7 @@ def stack(tmp_path_factory):
     ) as stack:
         stack.tmp, stack.sandbox_root, stack.socket_path = logs.parent, sandbox_root, socket_path
         yield stack
-    assert not engine_call(socket_path, sandbox_containers), "containers left after the stack stopped"
+    assert not engine_call(socket_path, sandbox_containers(sandbox_root)), "containers left after the stack stopped"
     assert not [p for p in sandbox_root.iterdir() if not p.name.startswith(".")], "sandbox directories left"
     assert not list((sandbox_root / ".leases").glob("*.json")), "leases left behind"
     shutil.rmtree(sandbox_root)
@@ -107,7 +113,9 @@ def test_a_resources_server_killed_mid_collection_leaves_no_container_after_its_
     with ThreadPoolExecutor(1) as pool:
         collection = pool.submit(stack.collect, MATH.agent, MATH.example, output, num_repeats=2)
         deadline = time.monotonic() + 60
-        while len(running := engine_call(stack.socket_path, sandbox_containers)) < 2:  # rollouts in flight
+        while (
+            len(running := engine_call(stack.socket_path, sandbox_containers(stack.sandbox_root))) < 2
+        ):  # rollouts in flight
             assert time.monotonic() < deadline, "no rollout got busy"
             time.sleep(0.05)
         killed = supervised_server(stack.session, MATH.folder)
@@ -116,7 +124,11 @@ def test_a_resources_server_killed_mid_collection_leaves_no_container_after_its_
     owners = {c["Labels"][OWNER_LABEL] for c in running}
     dead = {owner for owner in owners if owner.split("-")[-2] == str(killed)}
     assert dead, f"the killed server {killed} had no container running: {owners}"
-    left = [c for c in engine_call(stack.socket_path, sandbox_containers) if c["Labels"][OWNER_LABEL] in dead]
+    left = [
+        c
+        for c in engine_call(stack.socket_path, sandbox_containers(stack.sandbox_root))
+        if c["Labels"][OWNER_LABEL] in dead
+    ]
     assert not left, f"the killed server's containers survived its restart: {[c['Names'] for c in left]}"
     records = collected_records(output)
     assert len(records) == 10 and all(r["reward"] == 1.0 for r in records), [r["failure"] for r in records]

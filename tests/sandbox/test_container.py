@@ -274,3 +274,25 @@ async def test_network_when_asked_is_the_engines_default_network(root, socket_pa
     async with await create_sandbox(spec(root, socket_path, network=True), backends=backends) as sb:
         interfaces = (await sb.bash("tail -n +3 /proc/net/dev | cut -d: -f1")).output.split()
         assert "lo" in interfaces and len(interfaces) >= 2, interfaces
+
+
+async def test_a_dead_owners_container_without_a_lease_goes_at_the_next_start_nobody_elses(
+    root, socket_path, backends, engine
+):
+    """Its sandbox root (and lease) removed, a dead owner's container is still found by its owner
+    label when this host next starts a sandbox; a live owner's and another host's stay."""
+    image = engine_or_skip()[1]
+    config = {"Image": image, "Cmd": ["sleep", "1000"], "HostConfig": {"NetworkMode": "none"}}
+    here = owner_id().rsplit("-", 2)[0]
+    owners = {"dead": f"{here}-999999-1", "live": owner_id(), "elsewhere": "elsewhere-1-2"}
+    created = {
+        who: await engine.create(f"prorl-test-{os.getpid()}-{who}", config | {"Labels": {OWNER_LABEL: owner}})
+        for who, owner in owners.items()
+    }
+    try:
+        async with await create_sandbox(spec(root, socket_path), backends=backends):
+            left = {c["Labels"][OWNER_LABEL] for c in await engine.list({OWNER_LABEL: None})}
+        assert owners["dead"] not in left and {owners["live"], owners["elsewhere"]} <= left, left
+    finally:
+        for container in created.values():
+            await engine.remove(container)

@@ -44,7 +44,7 @@ from prorl_gym.sandbox.backends.inside import SANDBOX_ENV, python_dirs
 from prorl_gym.sandbox.layout import private_dir_of
 from prorl_gym.sandbox.leases import Lease
 from prorl_gym.sandbox.limits import rlimits
-from prorl_gym.sandbox.owner import owner_id
+from prorl_gym.sandbox.owner import owned_here, owner_id, process_alive
 from prorl_gym.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -76,6 +76,15 @@ def container_env(spec: SandboxSpec) -> dict[str, str]:
     path = f"{IMAGE_PATH}:{os.path.dirname(spec.kernel_python)}"
     env = {"PATH": path, "HOME": spec.workspace, "TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"}
     return {**env, **SANDBOX_ENV, **spec.env}
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process an owner id (owner.py: `<host>-<pid>-<start ticks>`) names still runs here."""
+    try:
+        _, pid, start = owner.rsplit("-", 2)
+        return process_alive(int(pid), int(start))
+    except ValueError:  # not an owner id of ours: treat it as alive, never remove it
+        return True
 
 
 def image_of(spec: SandboxSpec) -> str | None:
@@ -237,6 +246,7 @@ class ContainerBackend(PlacementBackend):
     def __init__(self) -> None:
         self._engines: dict[str, Engine] = {}
         self._base_image: dict[str, asyncio.Task[str]] = {}  # per socket: built once, whoever asks first
+        self._swept: set[str] = set()  # sockets whose dead owners' containers were looked for
 
     def engine(self, options: ContainerOptions) -> Engine:
         path = options.socket or default_socket()
@@ -268,9 +278,25 @@ class ContainerBackend(PlacementBackend):
             building = self._base_image[engine.socket_path] = asyncio.ensure_future(ensure_base_image(engine))
         return await asyncio.shield(building)
 
+    async def sweep_dead_owners(self, engine: Engine) -> list[str]:
+        """Once per engine: remove the containers of this host's dead owners, by their owner label,
+        whether a lease names them or not (a sandbox root removed with its leases). A live owner's,
+        or another host's, are never touched. The names of those removed."""
+        if engine.socket_path in self._swept:
+            return []
+        self._swept.add(engine.socket_path)
+        removed = []
+        for container in await engine.list({OWNER_LABEL: None}):
+            owner = container["Labels"][OWNER_LABEL]
+            if owned_here(owner) and not owner_alive(owner) and await engine.remove(container["Id"]):
+                log.warning("removed container %s: its owner %s is gone", container["Names"], owner)
+                removed.append(container["Id"])
+        return removed
+
     async def place(self, sandbox_id: str, spec: SandboxSpec) -> ContainerPlacement:
         self.check(spec)
         engine = self.engine(spec.backend)
+        await self.sweep_dead_owners(engine)
         image = await self._image(engine, spec)
         private_dir = private_dir_of(spec.root_dir, sandbox_id)
         private_dir.mkdir(parents=True, exist_ok=True)
@@ -288,6 +314,7 @@ class ContainerBackend(PlacementBackend):
         options = ContainerOptions.model_validate(lease.options) if lease.options else ContainerOptions()
         engine = self.engine(options)
         try:
+            await self.sweep_dead_owners(engine)
             found = await engine.list({OWNER_LABEL: lease.owner, SANDBOX_LABEL: lease.sandbox_id})
             for container in found:
                 await engine.remove(container["Id"])
@@ -300,6 +327,7 @@ class ContainerBackend(PlacementBackend):
         for task in self._base_image.values():
             task.cancel()
         self._base_image.clear()
+        self._swept.clear()
         engines, self._engines = list(self._engines.values()), {}
         for engine in engines:
             await engine.close()

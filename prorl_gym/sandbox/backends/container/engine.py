@@ -117,9 +117,9 @@ class Engine:
             raise
         return True
 
-    async def list(self, labels: dict[str, str]) -> list[dict[str, Any]]:
-        """Every container (running or not) carrying all these labels."""
-        filters = json.dumps({"label": [f"{key}={value}" for key, value in labels.items()]})
+    async def list(self, labels: dict[str, str | None]) -> list[dict[str, Any]]:
+        """Every container (running or not) carrying all these labels (None: with any value)."""
+        filters = json.dumps({"label": [key if value is None else f"{key}={value}" for key, value in labels.items()]})
         return await self.call("GET", "/containers/json", params={"all": "true", "filters": filters})
 
     # ---------------------------------------------------------------- images
