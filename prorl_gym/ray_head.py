@@ -7,10 +7,11 @@
 ng_run starts Ray with its defaults: the web dashboard (a head process and nine module processes) and
 two idle workers started ahead for the first driver, ~650 MiB of the stack's ~2 GiB. Nothing of a
 prorl-gym stack uses them (our own dashboard is the agent's /dashboard; sandbox hosts start their
-workers when placed). This process starts the cluster without them (~350 MiB), writes its address (and
-the environment a process joining it needs) to PATH once it is up, holds it while it lives, and takes it down when it ends (SIGINT/SIGTERM, or its
-parent's death: Ray's processes die with the driver that started them). prorl_gym.stack.Stack runs
-one per stack (`lean_ray`); a Ray you start yourself can be passed to ng_run the same way.
+workers when placed). This process starts the cluster without them (~350 MiB), writes its address
+(and the environment a process joining it needs) to PATH once it is up, holds it while it lives, and
+takes it down when it ends (SIGINT/SIGTERM, or its parent's death: Ray's processes die with the
+driver that started them). prorl_gym.stack.Stack runs one per stack (`lean_ray`); a Ray you start
+yourself can be passed to ng_run the same way.
 """
 
 from __future__ import annotations
