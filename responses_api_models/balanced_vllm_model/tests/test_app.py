@@ -105,3 +105,11 @@ async def test_a_malformed_request_is_a_422_that_says_where(policies):
         async with server.http.post(url, json=ROWS[0]["responses_create_params"] | {"tools": TOOLS}) as r:
             assert r.status == 200  # and a good one still answers
             assert (await r.json())["output"][0]["type"] == "function_call"
+        # NeMo Gym's Anthropic route calls responses() with a parsed body: it answers as before
+        (question,) = [m["content"] for m in ROWS[0]["responses_create_params"]["input"] if m["role"] == "user"]
+        anthropic = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": question}]}
+        async with server.http.post(f"{server.url}/v1/messages", json=anthropic) as r:
+            assert r.status == 200, await r.text()
+            assert (await r.json())["type"] == "message"
+        async with server.http.post(f"{server.url}/v1/messages", json={"unexpected": {"deep": [None]}}) as r:
+            assert 400 <= r.status < 500
