@@ -4,10 +4,11 @@
 
     python -m prorl_gym.ray_head --address-file PATH   # then: ng_run ... +ray_head_node_address=<its address>
 
-ng_run starts Ray with its defaults: the web dashboard (a head process and nine module processes) and
-two idle workers started ahead for the first driver, ~650 MiB of the stack's ~2 GiB. Nothing of a
+ng_run starts Ray with its defaults: the web dashboard (a head process and nine module processes), two
+idle workers started ahead for the first driver, the autoscaler's monitor and the log monitor, ~650 MiB
+of the stack's ~2 GiB. Nothing of a
 prorl-gym stack uses them (our own dashboard is the agent's /dashboard; sandbox hosts start their
-workers when placed). This process starts the cluster without them (~350 MiB), writes its address
+workers when placed). This process starts the cluster without them (~290 MiB), writes its address
 (and the environment a process joining it needs) to PATH once it is up, holds it while it lives, and
 takes it down when it ends (SIGINT/SIGTERM, or its parent's death: Ray's processes die with the
 driver that started them). prorl_gym.stack.Stack runs one per stack (`lean_ray`); a Ray you start
@@ -36,6 +37,12 @@ def main() -> int:
     import ray  # after the environment above: Ray reads it at import and passes it to its processes
 
     ray.init(include_dashboard=False, log_to_driver=False)
+    # Nor the autoscaler's monitor (a local cluster of fixed size) or the log monitor (no driver of a
+    # stack reads its workers' logs: ours join with log_to_driver off): ~95 MiB more. What `ray start
+    # --no-monitor --include-log-monitor=false` leaves out; ray.init cannot say it, its node can.
+    node = ray._private.worker._global_node
+    node.kill_monitor()
+    node.kill_log_monitor()
     try:
         # Who joins needs the address and, where Ray turned token authentication on for this cluster (its
         # default: the token is in ~/.ray/auth_token), to be told so: a joining process assumes it off.
