@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from prorl_gym.dashboard.export import dashboard_url, save_snapshot
+from prorl_gym.dashboard.export import find_agent, save_snapshot
 from prorl_gym.environments import Environment, all_config_paths, discover
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.pipeline.aggregate import rollout_metrics
@@ -88,9 +88,10 @@ def main() -> int:
             log_dir=out_dir / "logs",
         ) as stack:
             head = f"http://{stack.head_host}:{stack.head_port}"
-            dashboards = {env.name: dashboard_url(head, env.agent) for env in chosen}
-            for env in chosen:  # each environment's agent serves its own
-                print(f"[{env.name}] live dashboard: {dashboards[env.name]}", flush=True)
+            agents = {env.name: find_agent(head, env.agent) for env in chosen}
+            for env in chosen:  # each environment's agent serves its own (one not found was said on stderr)
+                if agents[env.name]:
+                    print(f"[{env.name}] live dashboard: {agents[env.name]}/dashboard", flush=True)
             for env in chosen:
                 print(f"[{env.name}] collecting rollouts with ng_collect_rollouts ...", flush=True)
                 output = out_dir / f"{env.name}_rollouts.jsonl"
@@ -98,10 +99,8 @@ def main() -> int:
                 stack.collect(env.agent, env.example, output, num_repeats=args.repeats)
                 lines.append(summary(env, collected_records(output), time.perf_counter() - started))
                 print(lines[-1], flush=True)
-                if dashboards[env.name]:  # its charts, kept after the stack stops
-                    save_snapshot(
-                        dashboards[env.name].removesuffix("/dashboard"), out_dir / f"{env.name}_dashboard.html"
-                    )
+                if agents[env.name]:  # its charts, kept after the stack stops
+                    save_snapshot(agents[env.name], out_dir / f"{env.name}_dashboard.html")
     except StackError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1

@@ -47,13 +47,16 @@ class TracingConfig(BaseModel):
     keep_recent: int = Field(0, ge=0)
 
     def resolved_endpoint(self) -> str | None:
-        if self.endpoint:
-            return self.endpoint
-        if traces := os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
-            return traces
-        if base := os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-            return base.rstrip("/") + "/v1/traces"
-        return None
+        """The collector's traces URL (its /v1/traces), if any is configured."""
+        endpoint = (
+            self.endpoint
+            or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        )
+        if not endpoint:
+            return None
+        endpoint = endpoint.rstrip("/")
+        return endpoint if endpoint.endswith("/v1/traces") else endpoint + "/v1/traces"
 
     @property
     def enabled(self) -> bool:
@@ -108,8 +111,6 @@ class Tracing:
         if endpoint := config.resolved_endpoint():
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-            if not endpoint.rstrip("/").endswith("/v1/traces"):
-                endpoint = endpoint.rstrip("/") + "/v1/traces"
             # Batched: the export (HTTP) runs on the processor's own thread, never on the event loop.
             self.provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
         self.recent = RecentSpans(config.keep_recent) if config.keep_recent else None

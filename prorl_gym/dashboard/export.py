@@ -47,10 +47,11 @@ def save_snapshot(agent_url: str, path: Path) -> Path | None:
     return path
 
 
-def dashboard_url(head_url: str, agent: str) -> str | None:
-    """The dashboard of the agent server named `agent` of a running ng_run (None if it is not listed)."""
+def find_agent(head_url: str, agent: str) -> str | None:
+    """The URL of the agent server named `agent` of a running ng_run (its dashboard is at <it>/dashboard);
+    None, said on stderr, if it is not listed."""
     try:
-        return f"{asyncio.run(agent_url(head_url, agent))}/dashboard"
+        return asyncio.run(agent_url(head_url, agent))
     except (OSError, LookupError) as exc:
         print(f"[dashboard] {agent}: no URL ({exc})", file=sys.stderr)
         return None

@@ -20,12 +20,13 @@ from dataclasses import dataclass
 
 import orjson
 
+from prorl_gym.dashboard.live import failure_key
 from prorl_gym.pipeline.jobs import BatchView
+from prorl_gym.wire.items import TOKEN_FIELDS, without_token_ids
 from prorl_gym.wire.records import RolloutRecord
 
 CHUNK = 500  # records read from the journal and summarised at a time
 TRUNCATION_MARKS = ("[... output truncated", "[... truncated")  # what tools write where they cut output
-TOKEN_ID_LISTS = frozenset({"prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts"})
 GENERATED_COUNT = "generated_tokens"  # what a kept /run record's item says instead of its generation ids
 NEVER_SENT = ("Error: unknown tool", "Error: the arguments")  # malformed calls the agent answered itself
 
@@ -149,9 +150,8 @@ def _without_token_ids(record: RolloutRecord) -> RolloutRecord:
         return record
     items = []
     for item in output:
-        if isinstance(item, dict) and TOKEN_ID_LISTS & item.keys():
-            kept = {k: v for k, v in item.items() if k not in TOKEN_ID_LISTS}
-            item = kept | {GENERATED_COUNT: len(item.get("generation_token_ids") or ())}
+        if isinstance(item, dict) and TOKEN_FIELDS & item.keys():
+            item = without_token_ids(item) | {GENERATED_COUNT: len(item.get("generation_token_ids") or ())}
         items.append(item)
     return record.model_copy(update={"response": record.response | {"output": items}})
 
@@ -233,12 +233,10 @@ class RolloutIndex:
                     if positions is None:
                         positions = self._positions[view.id] = {j: k for k, j in enumerate(view.job_ids)}
                     added = self._summaries(view, new, values, positions)
-                    if len(added) < len(new):  # a record gone meanwhile (the batch was forgotten): next time
-                        summaries.extend(added)
-                        self._size += len(added)
-                        break
                     summaries.extend(added)
                     self._size += len(added)
+                    if len(added) < len(new):  # a record gone meanwhile (the batch was forgotten): next time
+                        break
             self._cap()
 
     @staticmethod
@@ -284,7 +282,7 @@ class RolloutIndex:
         for summaries in (*self._by_batch.values(), self.runs.summaries() if len(self.runs) else ()):
             for s in summaries:
                 if s.failure_type:
-                    key = f"{s.failure_stage or '-'}/{s.failure_type}"
+                    key = failure_key(s.failure_stage, s.failure_type)
                     counts[key] = counts.get(key, 0) + 1
         return counts
 

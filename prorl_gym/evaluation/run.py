@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from prorl_gym.dashboard.export import DASHBOARD_HTML, dashboard_url, save_snapshot
+from prorl_gym.dashboard.export import DASHBOARD_HTML, find_agent, save_snapshot
 from prorl_gym.environments import environment as find_environment
 from prorl_gym.stack import Stack, StackError, stop_session
 
@@ -111,12 +111,12 @@ def run(
             file=sys.stderr,
             flush=True,
         )
-        dashboard = dashboard_url(f"http://{stack.head_host}:{stack.head_port}", environment.agent)
-        if dashboard:
-            print(f"[eval] live dashboard: {dashboard}", file=sys.stderr, flush=True)
+        agent = find_agent(f"http://{stack.head_host}:{stack.head_port}", environment.agent)
+        if agent:
+            print(f"[eval] live dashboard: {agent}/dashboard", file=sys.stderr, flush=True)
         collect_with_progress(
             stack, environment.agent, dataset, output, repeats, extra, timeout_s, logs / "collect.log"
         )
-        if dashboard:  # the same charts in the report, as they stood when collection ended
-            save_snapshot(dashboard.removesuffix("/dashboard"), out_dir / DASHBOARD_HTML)
+        if agent:  # the same charts in the report, as they stood when collection ended
+            save_snapshot(agent, out_dir / DASHBOARD_HTML)
     return output

@@ -56,3 +56,13 @@ def owned_here(owner: str) -> bool:
     """Whether an owner id names a process of this host: only those can be judged alive or dead
     here (a sandbox root on a shared file system holds other nodes' leases too)."""
     return owner.rsplit("-", 2)[0] == short_hostname()
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process an owner id of this host names still runs (anything not an owner id of ours
+    counts as alive: never judged dead)."""
+    try:
+        _, pid, start = owner.rsplit("-", 2)
+        return process_alive(int(pid), int(start))
+    except ValueError:
+        return True

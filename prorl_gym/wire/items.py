@@ -30,7 +30,9 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import from_json
 
 ITEM_UNION = TypeAdapter(NeMoGymResponseOutputItem)
-TRAINING_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
+TRAINING_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")  # all three: ...ForTraining
+# An item's token ids (and MoE routing): what a reader of its text (a verifier, the dashboard) leaves out.
+TOKEN_FIELDS = frozenset({*TRAINING_FIELDS, "routed_experts"})
 _BY_TYPE: dict[str, type[BaseModel]] = {
     "function_call": NeMoGymResponseFunctionToolCall,
     "function_call_output": NeMoGymFunctionCallOutput,
@@ -61,6 +63,13 @@ def validate_item(item: Any) -> BaseModel | Any:
         except ValidationError:
             pass  # the union's own verdict (another member may take it, or its error is the one to show)
     return ITEM_UNION.validate_python(item)
+
+
+def without_token_ids(item: BaseModel | dict) -> dict:
+    """An item as a dict without its token ids (a dict that has none is returned as it is)."""
+    if isinstance(item, BaseModel):
+        return item.model_dump(exclude=TOKEN_FIELDS)
+    return {k: v for k, v in item.items() if k not in TOKEN_FIELDS} if TOKEN_FIELDS & item.keys() else item
 
 
 def parse_response(payload: bytes | str) -> NeMoGymResponse:

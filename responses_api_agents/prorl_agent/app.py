@@ -165,7 +165,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             environments=(c.resources_server.name, c.name),
             validate_row=RunRequest.model_validate,
             check_rows=self._pipeline.row_problems,
-            stage_stats=lambda: {stage.value: pool.stats() for stage, pool in self._pools.items()},
+            stage_stats=self._stage_stats,
             release_snapshots=self._pipeline.release_snapshots,
             policy_version=lambda: self._gate.version,  # staleness is against the trainer's current version
         )
@@ -191,7 +191,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             self._jobs,
             c.dashboard,
             environment=c.resources_server.name,
-            stages=lambda: {stage.value: pool.stats() for stage, pool in self._pools.items()},
+            stages=self._stage_stats,
             peers=self._peers,
             resources_server=c.resources_server.name,
             model_server=c.model_server.name,
@@ -232,6 +232,9 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             peers.client = TracedClient(peers.client, tracing, peers.model_server)
         if tracing.recent is not None:
             self._dashboard.spans_of = tracing.recent.of_job
+
+    def _stage_stats(self) -> dict:
+        return {stage.value: pool.stats() for stage, pool in self._pools.items()}
 
     def _on_attempt(self, record: RolloutRecord) -> None:
         self._metrics.attempt(record)

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from prorl_gym.pipeline.policy import PolicyGate
 from prorl_gym.wire.failures import NO_ENDPOINT_ERROR, FailureType, RolloutFailure, Stage
-from prorl_gym.wire.items import parse_response
+from prorl_gym.wire.items import TOKEN_FIELDS, parse_response, without_token_ids
 
 # Tool route answers that mean the session's sandbox is gone: 409 unknown session (its server
 # restarted, or the sandbox expired), 503 the sandbox itself failed.
@@ -56,15 +56,10 @@ def _detail(payload: bytes) -> str:
 
 
 # What a turn's output item carries for training (vllm_model's *ForTraining items), on its last item.
-TOKEN_FIELDS = frozenset({"prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts"})
 
 
 def _dumped(item) -> dict:
     return item.model_dump(exclude_unset=True) if isinstance(item, BaseModel) else dict(item)
-
-
-def _without_ids(wire: dict) -> dict:
-    return {k: v for k, v in wire.items() if k not in TOKEN_FIELDS} if TOKEN_FIELDS & wire.keys() else wire
 
 
 class LoopLimits(BaseModel):
@@ -167,7 +162,7 @@ class AgentLoop:
                 cache.append((item, _dumped(item)))
         del cache[len(self.outputs) :]
         last = max((i for i, (_, wire) in enumerate(cache) if TOKEN_FIELDS & wire.keys()), default=-1)
-        items = [wire if i == last else _without_ids(wire) for i, (_, wire) in enumerate(cache)]
+        items = [wire if i == last else without_token_ids(wire) for i, (_, wire) in enumerate(cache)]
         body = dict(self._params_body, input=self._params_body["input"] + items)
         if self.limits.max_output_tokens:
             remaining = self.limits.max_output_tokens - self.stats.output_tokens

@@ -39,6 +39,7 @@ from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.pipeline.tokens import token_ids_contiguous
 from prorl_gym.tokens.template import text_of
 from prorl_gym.wire.failures import Failure, FailureType, RolloutFailure, Stage
+from prorl_gym.wire.items import without_token_ids
 from prorl_gym.wire.records import (
     BRANCH_KEY,
     NG_FAILURE_CLASS_KEY,
@@ -48,7 +49,7 @@ from prorl_gym.wire.records import (
     TurnSnapshot,
 )
 from prorl_gym.wire.resources import SANDBOX_LOST_ERROR, SNAPSHOT_KEY, ToolsResponse
-from responses_api_agents.prorl_agent.loop import TOKEN_FIELDS, AgentLoop, LoopLimits
+from responses_api_agents.prorl_agent.loop import AgentLoop, LoopLimits
 from responses_api_agents.prorl_agent.recovery import Part, PartGone, Recovery, part_of
 
 log = logging.getLogger(__name__)
@@ -337,7 +338,9 @@ class RolloutPipeline:
         if self.verify_token_ids:
             dumped = response.model_dump()
         else:  # the items' ids are never dumped: most of a transcript's bytes
-            dumped = response.model_dump(exclude={"output"}) | {"output": [_without_ids(i) for i in response.output]}
+            dumped = response.model_dump(exclude={"output"}) | {
+                "output": [without_token_ids(i) for i in response.output]
+            }
         request = row | {"response": dumped, "stop_reason": stop_reason}
         status, payload = await self._call(Stage.EVAL, FailureType.EVAL_ERROR, "/verify", request, a.cookies)
         if status != 200:  # 404 (no /verify) and 422 (the row does not fit the server's request) are permanent
@@ -419,12 +422,6 @@ def _task_text(params: NeMoGymResponseCreateParamsNonStreaming) -> str:
         if item.get("role") == "user":
             return text_of(item.get("content"))
     raise RolloutFailure(Stage.INIT, FailureType.INIT_ERROR, "the row has no user message to give the harness")
-
-
-def _without_ids(item) -> dict:
-    if isinstance(item, BaseModel):
-        return item.model_dump(exclude=TOKEN_FIELDS)
-    return {k: v for k, v in item.items() if k not in TOKEN_FIELDS}
 
 
 def _has_token_ids(items: list) -> bool:

@@ -44,7 +44,7 @@ from prorl_gym.sandbox.backends.inside import SANDBOX_ENV, python_dirs
 from prorl_gym.sandbox.layout import private_dir_of
 from prorl_gym.sandbox.leases import Lease
 from prorl_gym.sandbox.limits import rlimits
-from prorl_gym.sandbox.owner import owned_here, owner_id, process_alive
+from prorl_gym.sandbox.owner import owned_here, owner_alive, owner_id
 from prorl_gym.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
@@ -76,15 +76,6 @@ def container_env(spec: SandboxSpec) -> dict[str, str]:
     path = f"{IMAGE_PATH}:{os.path.dirname(spec.kernel_python)}"
     env = {"PATH": path, "HOME": spec.workspace, "TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/.ipython"}
     return {**env, **SANDBOX_ENV, **spec.env}
-
-
-def owner_alive(owner: str) -> bool:
-    """Whether the process an owner id (owner.py: `<host>-<pid>-<start ticks>`) names still runs here."""
-    try:
-        _, pid, start = owner.rsplit("-", 2)
-        return process_alive(int(pid), int(start))
-    except ValueError:  # not an owner id of ours: treat it as alive, never remove it
-        return True
 
 
 def image_of(spec: SandboxSpec) -> str | None:
