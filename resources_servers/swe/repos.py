@@ -148,10 +148,13 @@ def task_spec(spec: SandboxSpec, row: Any, repo_dir: Path | None, test_env: Path
         raise RepoPrepError("a local SWE row needs its prepared repository (prepare_repo)")
     binds.append(Bind(src=str(repo_dir), dst=REPO_MOUNT, hide_packages=False))
     hidden = package_names(str(repo_dir), env.pythonpath, environment_of(row).get("sdist"))
-    if installed := sorted(set(hidden) & installed_names(spec.kernel_python)):
+    # A copy installed in the sandbox's Python (SymPy is, for the math environments) is hidden behind an empty
+    # directory where the backend can: the repository's regular package then wins over that namespace portion.
+    installed = sorted(set(hidden) & installed_names(spec.kernel_python))
+    if installed and not spec.backend.hides_packages:
         raise RepoPrepError(
-            f"the task's package {installed} is installed in the sandbox's Python ({spec.kernel_python}): "
-            "its tests would import that copy, and the agent could read it"
+            f"the task's package {installed} is installed in the sandbox's Python ({spec.kernel_python}) and this "
+            "backend does not hide it: its tests would import that copy, and the agent could read it"
         )
     update = {"binds": binds, "env": spec.env | extra, "hidden_packages": [*spec.hidden_packages, *hidden]}
     return spec.model_copy(update=update, deep=True)

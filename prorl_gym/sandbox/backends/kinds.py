@@ -50,6 +50,12 @@ class BackendOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     kind: str
 
+    @property
+    def hides_packages(self) -> bool:
+        """Whether sandboxes of these options see SandboxSpec.hidden_packages' copies in their view of the
+        system as empty placeholders (False: as they are)."""
+        return False
+
 
 @runtime_checkable
 class RunsImages(Protocol):

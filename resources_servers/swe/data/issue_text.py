@@ -66,6 +66,27 @@ def unittest_failure(
     return errors, frame
 
 
+def sympy_failure(log: str, test: str, workspace: str = "/workspace") -> tuple[list[str], tuple[str, int] | None]:
+    """(error lines, (test file, line) where it failed) of one test (`file::function`) from a SymPy runner's
+    verbose log: its block headed `___ file:function ___` (an exception) or `___ file::function ___`."""
+    path, name = test.split("::", 1)
+    blocks = re.split(r"^_{3,} (\S+?) _{3,}$", log, flags=re.M)
+    block = next((b for h, b in zip(blocks[1::2], blocks[2::2]) if h in (f"{path}:{name}", f"{path}::{name}")), "")
+    frames = re.findall(r'File "(.+?\.py)", line (\d+), in \S+', block)
+    frame = next(
+        (
+            (p.removeprefix(f"{workspace}/"), int(line))
+            for p, line in frames
+            if p.removeprefix(f"{workspace}/") == path
+        ),
+        None,
+    )
+    errors = [
+        x for x in block.split("Traceback (most recent call last):")[-1].splitlines() if x and not x.startswith(" ")
+    ]
+    return errors, frame
+
+
 def reproduction(tree: Path, test_file: str, line: int) -> str | None:
     """The failing test function (if long: the failing statement and up to 8 before it), marked where it fails."""
     try:
@@ -103,9 +124,11 @@ def reproduction(tree: Path, test_file: str, line: int) -> str | None:
 def problem_statement(
     project: Project, m: Mutation, broken: list[str], log: str, tree: Path, rng: random.Random
 ) -> str:
-    test = broken[0]
-    if project.runner == "unittest":
+    test = broken[0]  # Django's and SymPy's as their runner names them (a unittest id, `file::function`)
+    if project.runner in ("unittest", "django"):
         raw, frame = unittest_failure(log, test)
+    elif project.runner == "sympy":
+        raw, frame = sympy_failure(log, test)
     else:
         block = failure_block(log, test)
         raw = [re.sub(r"^E {0,3}", "", x) for x in block.splitlines() if x.startswith("E ")]
@@ -147,7 +170,9 @@ def problem_statement(
     if errors:
         parts += [rng.choice(OUTCOMES), "", "```", *errors, "```", ""]
     short = (
-        (lambda t: t.split("::")[-1].split("[")[0]) if project.runner == "pytest" else (lambda t: t.rsplit(".", 1)[-1])
+        (lambda t: t.split("::")[-1].split("[")[0])
+        if project.runner in ("pytest", "sympy")
+        else (lambda t: t.rsplit(".", 1)[-1])
     )
     others = sorted({short(t) for t in broken[1:]} - {short(test)})
     if others:

@@ -31,7 +31,6 @@ import hashlib
 import json
 import os
 import random
-import shlex
 import shutil
 import sqlite3
 import tempfile
@@ -43,47 +42,18 @@ from prorl_gym.sandbox.spec import Bind
 from resources_servers.swe.data.issue_text import problem_statement
 from resources_servers.swe.data.mutations import Mutation, functions, mutations, ordered
 from resources_servers.swe.data.projects import PROJECTS, Project
+from resources_servers.swe.data.suites import COVER, LIST_UNITTEST, Suite
 from resources_servers.swe.evaluate import evaluate_patch
 from resources_servers.swe.patches import is_protected
 from resources_servers.swe.prompts import build_row
 from resources_servers.swe.repos import ENV_MOUNT, REPO_MOUNT, RepoCache, extract_sdist, make_readable, run_command
-from resources_servers.swe.runners import PYTEST_ARGS, runner_for
 
 OUT = Path(__file__).resolve().parent
 COVERAGE = "coverage==7.13.5"  # in the preparation's environment only, never in a task's
 COVERAGE_RC = "[run]\nsource = {source}\nrelative_files = True\n"
-# The suite under coverage, one context per test named by the test's own id (switched by the runner at
-# each test's start: much cheaper than coverage's dynamic_context, which inspects every new frame).
-COVER = """import sys, coverage
-cov = coverage.Coverage(config_file="/tmp/coverage.rc")
-cov.start()
-if sys.argv[1] == "pytest":
-    import pytest
-    class Switch:
-        def pytest_runtest_setup(self, item):
-            cov.switch_context(item.nodeid)
-    pytest.main(sys.argv[2:], plugins=[Switch()])
-else:
-    import unittest
-    class Result(unittest.TextTestResult):
-        def startTest(self, test):
-            cov.switch_context(test.id())
-            super().startTest(test)
-    runner = unittest.TextTestRunner(verbosity=2, resultclass=Result)
-    unittest.main(module=None, argv=["python -m unittest", *sys.argv[2:]], testRunner=runner, exit=False)
-cov.stop()
-cov.save()
-"""
 BASELINE_TIMEOUT_S = 300.0
 MAX_COVERING = 300  # a function more tests reach than this is left out (its bugs would break too many)
 NOOP = "diff --git a/.prorl-noop b/.prorl-noop\nnew file mode 100644\n--- /dev/null\n+++ b/.prorl-noop\n@@ -0,0 +1 @@\n+noop\n"
-LIST_UNITTEST = (
-    "import sys, unittest\n"
-    "def walk(s):\n"
-    "    for t in s:\n"
-    "        yield from walk(t) if isinstance(t, unittest.TestSuite) else [t.id()]\n"
-    "print('\\n'.join(walk(unittest.defaultTestLoader.discover(sys.argv[1], top_level_dir='.'))))\n"
-)
 
 
 def unified(path: str, old: str, new: str) -> str:
@@ -107,7 +77,8 @@ class Workspace:
             },
         )
         self.project = project
-        self.runner = runner_for(project.runner)
+        self.suite = Suite(project.runner, project.tests)
+        self.names: dict[str, list[str]] = {}  # test id -> the runner's own names of its tests (Django, SymPy)
         self.timeout_s = BASELINE_TIMEOUT_S  # a mutant's run: a few times the baseline (an infinite loop ends early)
         # what coverage measures: the top-level packages and modules of the code bugs go into
         base = Path(project.pythonpath)
@@ -118,29 +89,19 @@ class Workspace:
         await self.sb.bash(f"cp -a {REPO_MOUNT}/. /workspace/")
         await self.sb.write_file("/tmp/coverage.rc", COVERAGE_RC.format(source=",".join(self.packages)))
         await self.sb.write_file("/tmp/cover.py", COVER)
+        await self.sb.write_file("/tmp/list_tests.py", LIST_UNITTEST)
         return self
 
     async def __aexit__(self, *exc) -> None:
         await self.sb.close()
 
     async def collect(self) -> list[str]:
-        if self.project.runner == "unittest":
-            await self.sb.write_file("/tmp/list_tests.py", LIST_UNITTEST)
-            command = f"python /tmp/list_tests.py {shlex.quote(self.project.tests)}"
-        else:
-            command = f"python -m pytest -p no:cacheprovider -o addopts= --collect-only -q {self.project.tests}"
+        """The suite's ids ([] for Django and SymPy: their ids come from the first run's log)."""
+        command = self.suite.collect()
+        if command is None:
+            return []
         await self.sb.bash(f"cd /workspace && {command} > /tmp/ids 2>&1")
-        lines = (await self.sb.read_bytes("/tmp/ids")).decode().splitlines()
-        if self.project.runner == "unittest":
-            return [line for line in lines if line and not line.startswith(("unittest.loader", " "))]
-        return [line for line in lines if "::" in line and not line.startswith(("=", " "))]
-
-    def _command(self, ids: list[str] | None) -> str:
-        if self.project.runner == "unittest":
-            if not ids:
-                return f"-m unittest discover -v -t . -s {self.project.tests}"
-            return f"-m unittest -v {' '.join(shlex.quote(t) for t in ids)}"
-        return f"-m pytest {PYTEST_ARGS} {' '.join(shlex.quote(t) for t in ids) if ids else self.project.tests}"
+        return self.suite.ids_from_collect((await self.sb.read_bytes("/tmp/ids")).decode())
 
     async def run(
         self, ids: list[str], only: list[str] | None = None, mutated: Mutation | None = None, coverage: bool = False
@@ -149,19 +110,23 @@ class Workspace:
         original = await self.sb.read_file(f"/workspace/{mutated.path}") if mutated else None
         if mutated:
             await self.sb.write_file(f"/workspace/{mutated.path}", mutated.text)
-        command = self._command(only)
-        if coverage:  # `-m pytest ARGS` / `-m unittest ARGS` -> the cover script with the runner's name first
-            command = "/tmp/cover.py " + command.removeprefix("-m ")
+        command = self.suite.command(only, self.names, coverage)
         try:
             r = await self.sb.bash(
-                f"cd /workspace && timeout -k 5 {self.timeout_s:.0f} python {command} > /tmp/log 2>&1; echo RC=$?",
+                f"cd /workspace && timeout -k 5 {self.timeout_s:.0f} {command} > /tmp/log 2>&1; echo RC=$?",
                 self.timeout_s + 60,
             )
             log = (await self.sb.read_bytes("/tmp/log")).decode(errors="replace")
         finally:
             if mutated:
                 await self.sb.write_file(f"/workspace/{mutated.path}", original)
-        return ({} if "RC=124" in r.output else self.runner.parse(log, only or ids)), log
+        return ({} if "RC=124" in r.output else self.suite.parse(log, only or ids)), log
+
+    async def test_names(self) -> dict[str, list[str]]:
+        """id -> the runner's names of the tests it names, written by the coverage run (Django, SymPy)."""
+        if self.suite.official is None:
+            return {}
+        return json.loads(await self.sb.read_bytes("/tmp/keys.json"))
 
     async def coverage(self) -> dict[str, dict[int, list[str]]]:
         """file -> line -> the tests that ran it: coverage's data file (SQLite) read here, on the host."""
@@ -193,10 +158,18 @@ def lines_by_test(data: bytes) -> dict[str, dict[int, list[str]]]:
 
 
 class Coverage:
-    """Which stable tests reach which function (a context per test, named by its id)."""
+    """Which stable tests reach which function (a context per test, named by the runner's name of it;
+    `names`: test id -> those names, where they differ)."""
 
-    def __init__(self, tree: Path, contexts: dict[str, dict[int, list[str]]], stable: list[str]):
-        self.tree, self.contexts, self.stable = tree, contexts, set(stable)
+    def __init__(
+        self, tree: Path, contexts: dict[str, dict[int, list[str]]], stable: list[str], names: dict[str, list[str]]
+    ):
+        self.tree, self.stable = tree, set(stable)
+        test_of = {name: test for test, runner_names in names.items() for name in runner_names}
+        self.contexts = {
+            path: {line: [test_of.get(c, c) for c in tests] for line, tests in lines.items()}
+            for path, lines in contexts.items()
+        }
         self._spans: dict[str, dict[str, tuple[int, int]]] = {}
 
     def tests(self, m: Mutation) -> list[str]:
@@ -227,8 +200,14 @@ async def build_project(project: Project, cache: RepoCache, args, root: str) -> 
             runs = await asyncio.gather(workspaces[0].run(ids, coverage=True), workspaces[-1].run(ids))
             for w in workspaces:  # the whole suite, under coverage, bounds any run of a subset of it
                 w.timeout_s = min(BASELINE_TIMEOUT_S, max(30.0, 3 * (time.monotonic() - baseline_started)))
+            names = await workspaces[0].test_names()
+            if not ids:  # Django, SymPy: the tests their runner's log names, each naming exactly one test
+                ids = sorted(t for t in workspaces[0].suite.ids_from_log(runs[0][1]) if len(names.get(t, [])) == 1)
+                runs = [(w.suite.parse(log, ids), log) for w, (_, log) in zip(workspaces, runs)]
+            for w in workspaces:
+                w.names = names
             stable = sorted(t for t in ids if all(run[0].get(t) == "passed" for run in runs))
-            reach = Coverage(tree, await workspaces[0].coverage(), stable)
+            reach = Coverage(tree, await workspaces[0].coverage(), stable, names)
             print(
                 f"[{project.name}] {len(ids)} tests, {len(stable)} stable ({time.monotonic() - started:.1f}s)",
                 flush=True,
@@ -260,7 +239,7 @@ async def build_project(project: Project, cache: RepoCache, args, root: str) -> 
                         and len(accepted) < args.per_project
                     ):
                         functions_done.add((m.path, m.function))
-                        task = await asyncio.to_thread(describe, project, tree, m, broken, stable, log, rng)
+                        task = await asyncio.to_thread(describe, project, tree, m, broken, stable, log, rng, names)
                         repo = await cache.prepare(task)  # builds the base repository exactly as INIT will
                         accepted.append(
                             task | {"base_commit": (await run_command(["git", "rev-parse", "HEAD"], repo)).strip()}
@@ -285,28 +264,49 @@ def sources(tree: Path, project: Project) -> list[str]:
     return sorted(
         str(p)
         for p in files
-        if not NOT_SOURCE & set(p.parts) and not is_protected(str(p), set()) and str(p) not in project.skip_sources
+        if not NOT_SOURCE & set(p.parts)
+        and not is_protected(str(p), set())
+        and str(p) not in project.skip_sources
+        and (not project.bug_sources or str(p) in project.bug_sources)
     )
 
 
 def describe(
-    project: Project, tree: Path, m: Mutation, broken: list[str], stable: list[str], log: str, rng: random.Random
+    project: Project,
+    tree: Path,
+    m: Mutation,
+    broken: list[str],
+    stable: list[str],
+    log: str,
+    rng: random.Random,
+    names: dict[str, list[str]],
 ) -> dict:
-    """The task in the SWE-bench schema (base_commit comes from building it)."""
+    """The task in the SWE-bench schema (base_commit comes from building it). `names`: a Django or SymPy
+    id -> the runner's own name of its test (a unittest id, `file::function`)."""
     pristine = (tree / m.path).read_text()
-    file_of = (lambda t: t.split("::")[0]) if project.runner == "pytest" else (lambda t: t.rsplit(".", 2)[0])
+    if project.runner == "pytest":
+        file_of = lambda t: t.split("::")[0]  # noqa: E731
+    elif project.runner == "unittest":
+        file_of = lambda t: t.rsplit(".", 2)[0]  # noqa: E731
+    elif project.runner == "django":
+        file_of = lambda t: names[t][0].rsplit(".", 2)[0]  # noqa: E731 - the test module's label
+    else:
+        file_of = lambda t: names[t][0].split("::")[0]  # noqa: E731
     files = {file_of(t) for t in broken}
     same_files = [t for t in stable if file_of(t) in files and t not in broken]
+    pass_to_pass = sorted(rng.sample(same_files, min(50, len(same_files))))
+    # What SWE-bench's harness would take from test_patch: the modules (Django) or files (SymPy) to run.
+    directives = {"test_directives": sorted(files)} if project.runner in ("django", "sympy") else {}
     digest = hashlib.sha256(m.text.encode()).hexdigest()[:6]
     return {
         "instance_id": f"{project.name}__{project.version}.{m.function}.{m.kind}_{digest}",  # SWE-smith-like
         "repo": project.repo,
         "version": project.version,
         "base_commit": "",
-        "problem_statement": problem_statement(project, m, broken, log, tree, rng),
+        "problem_statement": problem_statement(project, m, [names.get(t, [t])[0] for t in broken], log, tree, rng),
         "hints_text": "",
         "FAIL_TO_PASS": broken,
-        "PASS_TO_PASS": sorted(rng.sample(same_files, min(50, len(same_files)))),
+        "PASS_TO_PASS": pass_to_pass,
         "patch": unified(m.path, m.text, pristine),
         "test_patch": "",
         "environment": {
@@ -317,6 +317,7 @@ def describe(
         }
         | ({"test_requires": list(project.test_requires)} if project.test_requires else {}),
         "test_runner": project.runner,
+        **directives,
         "license": project.license,
         "mutation": {"kind": m.kind, "file": m.path, "function": m.function, "line": m.line},
     }

@@ -4,6 +4,8 @@
 
 Each names how its suite runs (the runner and its arguments), what its tests need beyond the
 runner (pinned), the files not to inject bugs into, and its licence (recorded on every row).
+Django and SymPy run a few small test modules of their large suites (seconds, not hours), with bugs
+only in the modules those tests are about; they run with their own runners, as SWE-bench runs them.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ class Project:
     license: str
     pythonpath: str  # relative to the repository ("src" for src layouts)
     tests: str  # the suite: pytest arguments (paths, -m, --ignore), or the unittest package to discover
-    runner: str = "pytest"  # or unittest
+    runner: str = "pytest"  # or unittest, django (tests/runtests.py), sympy (sympy.testing.runtests)
     test_requires: tuple[str, ...] = ()
     skip_sources: tuple[str, ...] = ()  # no bugs here (flaky or network-bound tests, generated tables)
+    bug_sources: tuple[str, ...] = ()  # bugs only in these modules (default: every module of the package)
 
 
 PROJECTS = [
@@ -121,5 +124,59 @@ PROJECTS = [
         ".",
         "tests",
         test_requires=("whatever==0.7",),
+    ),
+]
+DJANGO_UTILS = (
+    "text",
+    "html",
+    "http",
+    "dateparse",
+    "encoding",
+    "datastructures",
+    "numberformat",
+    "regex_helper",
+    "timesince",
+    "duration",
+    "ipv6",
+    "dateformat",
+    "crypto",
+    "tree",
+    "hashable",
+    "functional",
+)
+SYMPY_TESTS = {  # test file -> the module its bugs go into
+    "sympy/utilities/tests/test_iterables.py": "sympy/utilities/iterables.py",
+    "sympy/utilities/tests/test_enumerative.py": "sympy/utilities/enumerative.py",
+    "sympy/combinatorics/tests/test_permutations.py": "sympy/combinatorics/permutations.py",
+    "sympy/combinatorics/tests/test_partitions.py": "sympy/combinatorics/partitions.py",
+    "sympy/combinatorics/tests/test_subsets.py": "sympy/combinatorics/subsets.py",
+    "sympy/combinatorics/tests/test_graycode.py": "sympy/combinatorics/graycode.py",
+    "sympy/combinatorics/tests/test_prufer.py": "sympy/combinatorics/prufer.py",
+    "sympy/ntheory/tests/test_multinomial.py": "sympy/ntheory/multinomial.py",
+}
+PROJECTS += [
+    Project(
+        "django",
+        "5.2.8",
+        "django/django",
+        "23254866a5bb9a2cfa6004e8b809ec6246eba4b58a7589bc2772f1bcc8456c7f",
+        "BSD-3-Clause",
+        ".",
+        " ".join(f"utils_tests.test_{name}" for name in DJANGO_UTILS),
+        runner="django",
+        test_requires=("asgiref==3.10.0", "sqlparse==0.5.3"),
+        bug_sources=tuple(f"django/utils/{name}.py" for name in DJANGO_UTILS),
+    ),
+    Project(
+        "sympy",
+        "1.14.0",
+        "sympy/sympy",
+        "d3d3fe8df1e5a0b42f0e7bdf50541697dbe7d23746e894990c030e2b05e72517",
+        "BSD-3-Clause",
+        ".",
+        " ".join(SYMPY_TESTS),
+        runner="sympy",
+        test_requires=("mpmath==1.3.0",),
+        bug_sources=tuple(SYMPY_TESTS.values()),
     ),
 ]

@@ -21,3 +21,7 @@ class LocalOptions(BackendOptions):
     # Fork Python kernels from one pre-imported interpreter per server (~130 CPU-ms instead of
     # ~600 per kernel); each sandbox still gets a fresh kernel of its own.
     kernel_zygote: bool = True
+
+    @property
+    def hides_packages(self) -> bool:
+        return self.isolation == "required"  # bubblewrap binds the placeholders (backends/local/hidden.py)
