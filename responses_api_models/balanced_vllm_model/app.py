@@ -149,6 +149,8 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
             response = await self._responses_via_chat(request, body)
         if kind := getattr(request.state, "prorl_prompt", None):  # how this turn's prompt ids were made
             response.metadata = (response.metadata or {}) | {"prorl_prompt": kind}
+        if cut := getattr(request.state, "prorl_cut", None):  # tito: calls cut by max_tokens, not executed
+            response.metadata = (response.metadata or {}) | {"prorl_cut": cut}
         return response
 
     async def _responses_route(self, request: Request) -> NeMoGymResponse:
@@ -235,6 +237,8 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
                 empty.choices[0].finish_reason = "length"
                 return empty
             raise
+        if cut := completion.pop("prorl_cut", None):
+            request.state.prorl_cut = cut
         return NeMoGymChatCompletion.model_validate(completion)
 
     async def _responses_native(

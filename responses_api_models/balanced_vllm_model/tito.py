@@ -11,8 +11,14 @@ turn's ids, exactly, then the new messages) to the endpoint's completion route (
 generation back into reasoning, content and tool calls itself (prorl_gym/tokens/parsers.py: the
 model family's parsers, chosen in config), and returns a chat completion whose message carries the
 prompt ids, the generated ids and their log-probs as vllm_model's does. Templates are rendered and
-text tokenized by the endpoint (`tokenizer: endpoint`, vLLM's /tokenize) or here, from a tokenizer's
-files (`tokenizer: qwen3` or a directory).
+text tokenized by the endpoint (`tokenizer: endpoint`, vLLM's /tokenize, without special tokens) or
+here, from a tokenizer's files (`tokenizer: qwen3`, a family of prorl_gym/tokens/families.py, or a
+directory). With local files the server refuses to start when the tool parser does not read the
+template's call syntax (parsers.check_template) or when the bridge differs from whole renders
+(bridge.check); tool-call ids take the form the template accepts.
+
+A generation cut by max_tokens is not read for calls: a call cut mid-value must not run. The turn keeps
+finish_reason "length", its text is the content, and `prorl_cut` says why (the response's metadata).
 
 In both modes every turn is counted (`prorl_token_prompts_total{mode, kind}`): in tito, how its prompt
 was made (rendered: a first turn; extended: the previous ids; rerendered: a conversation whose last
@@ -28,9 +34,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from prorl_gym.tokens.parsers import ReasoningParser, ToolParser, parse
+from prorl_gym.tokens.bridge import MARK, call_id
+from prorl_gym.tokens.parsers import ReasoningParser, ToolParser, check_template, parse
 from prorl_gym.tokens.prompt import (
-    MARK,
     LocalTokens,
     Prompt,
     TokenSource,
@@ -63,10 +69,11 @@ SGLANG_NAMES = {"max_tokens": "max_new_tokens"}
 class TokenModeSettings(BaseModel):
     token_mode: Literal["chat", "tito"] = "chat"
     # tito: where templates are rendered and text tokenized: the endpoint's /tokenize, or local files
-    # ("qwen3": the Qwen3 tokenizer make setup installs; or a directory with tokenizer.json and
-    # tokenizer_config.json, its chat_template included).
+    # ("qwen3", or a family make setup lays out: qwen3_coder, qwen3_5, llama3, deepseek_v31, gpt_oss; or a
+    # directory with tokenizer.json, tokenizer_config.json with its chat_template, and generation_config.json).
     tokenizer: str = "endpoint"
-    # tito with tokenizer: endpoint: the tokens that end a turn, the template's own first.
+    # tito with tokenizer: endpoint: the tokens that end a turn, the template's own first (the model's
+    # generation_config.json eos ids and the template's turn end).
     end_tokens: list[str] = ["<|im_end|>", "<|endoftext|>"]
     tool_parser: ToolParser = "hermes"
     reasoning_parser: ReasoningParser = "think"
@@ -74,32 +81,39 @@ class TokenModeSettings(BaseModel):
 
 
 class EndpointTokens:
-    """A TokenSource on the policy endpoint itself (vLLM's /tokenize, with the token strings)."""
+    """A TokenSource on the policy endpoint itself (vLLM's /tokenize, with the token strings). Nothing is
+    added around the text: vLLM adds special tokens (BOS) unless told `add_special_tokens: false`."""
 
-    def __init__(self, client: EndpointClient, model: str, end_tokens: list[str], ends: dict[str, tuple]):
+    def __init__(self, client: EndpointClient, model: str, end_tokens: list[str], ends: dict[str, frozenset]):
         self.client, self.model, self.end_tokens = client, model, end_tokens
         self._ends = ends  # per endpoint URL, shared across calls: resolved once
 
-    async def end_ids(self) -> tuple[int, frozenset[int]]:
+    async def end_ids(self) -> frozenset[int]:
         key = self.client.base_url
         if key not in self._ends:
-            ids = [(await self.client.create_tokenize(model=self.model, prompt=t))["tokens"] for t in self.end_tokens]
+            ids = [
+                (await self.client.create_tokenize(model=self.model, prompt=t, add_special_tokens=False))["tokens"]
+                for t in self.end_tokens
+            ]
             if any(len(i) != 1 for i in ids):
                 raise ValueError(f"end_tokens {self.end_tokens} are not single tokens on {key}: {ids}")
-            self._ends[key] = (ids[0][0], frozenset(i[0] for i in ids))
+            self._ends[key] = frozenset(i[0] for i in ids)
         return self._ends[key]
 
     async def conversation(self, messages: list[dict], tools: list[dict] | None, kwargs: dict) -> list[int]:
         return (await self._tokenize(messages, tools, kwargs))["tokens"]
 
-    async def after_turn(self, messages: list[dict], tools: list[dict] | None, kwargs: dict) -> list[int]:
-        answer = await self._tokenize(bridge_messages(messages), tools, kwargs, return_token_strs=True)
+    async def after_turn(
+        self, turn: dict, messages: list[dict], tools: list[dict] | None, kwargs: dict
+    ) -> tuple[int, list[int]]:
+        answer = await self._tokenize(bridge_messages(turn, messages), tools, kwargs, return_token_strs=True)
         if MARK not in "".join(answer.get("token_strs") or []):
             raise ValueError("the endpoint's /tokenize returned no token strings (return_token_strs)")
-        return bridge_from_tokens(answer["tokens"], answer["token_strs"], (await self.end_ids())[1])
+        return bridge_from_tokens(answer["tokens"], answer["token_strs"], await self.end_ids())
 
     async def _tokenize(self, messages, tools, kwargs, **extra) -> dict:
         body = {"model": self.model, "messages": messages, "add_generation_prompt": True, **extra}
+        body["add_special_tokens"] = False
         if tools:
             body["tools"] = tools
         if kwargs:
@@ -111,10 +125,18 @@ class TokenInTokenOut:
     """One tito policy call: the prompt's ids, the completion route, the generation read back."""
 
     def __init__(self, settings: TokenModeSettings, model: str, converter_reasoning: bool):
+        """With a local tokenizer, proves the parser and the bridge against its template (ParserMismatch,
+        BridgeMismatch: the server does not start, and says why)."""
         self.settings, self.model = settings, model
         self.reasoning: ReasoningParser = settings.reasoning_parser if converter_reasoning else "none"
-        self._local = LocalTokens(load(settings.tokenizer)) if settings.tokenizer != "endpoint" else None
-        self._ends: dict[str, tuple] = {}
+        self._local, self.id_form = None, "openai"
+        if settings.tokenizer != "endpoint":
+            tokenizer = load(settings.tokenizer)
+            if tokenizer.template is not None:
+                check_template(settings.tool_parser, tokenizer.template.source, f"{settings.tokenizer}'s template")
+            self._local = LocalTokens(tokenizer)
+            self.id_form = self._local.check().id_form
+        self._ends: dict[str, frozenset] = {}
 
     def source(self, client: EndpointClient) -> TokenSource:
         return self._local or EndpointTokens(client, self.model, self.settings.end_tokens, self._ends)
@@ -133,14 +155,19 @@ class TokenInTokenOut:
         else:  # the request's metadata goes along, as vllm_model's chat route sends it (vLLM ignores it)
             metadata = {"metadata": body["metadata"]} if body.get("metadata") else {}
             generated, log_probs, text, finish = await self._vllm(client, prompt.ids, params | metadata)
-        _, ends = await self.source(client).end_ids()
-        turn = parse(
-            _without_end(text, self._end_texts(ends)),
-            self.settings.tool_parser if body.get("tools") else "none",
-            self.reasoning,
-        )
+        ends = await self.source(client).end_ids()
+        text = _without_end(text, self._end_texts(ends))
+        tools = self.settings.tool_parser if body.get("tools") else "none"
+        schemas = {t["function"]["name"]: t["function"].get("parameters") for t in _functions(body.get("tools"))}
+        turn = parse(text, tools, self.reasoning, tool_schemas=schemas, token_ids=generated)
+        cut = None
+        if finish == "length" and turn.tool_calls:  # a call cut by max_tokens must not run: the text is the answer
+            cut = f"max_tokens reached inside a tool call ({turn.tool_calls[-1]['name'] or 'unnamed'}): not executed"
+            turn = parse(text, "none", self.reasoning, token_ids=generated)
+            if self.reasoning == "openai":  # harmony's parser gives no text for a call: keep the raw text
+                turn.content = turn.content or text
         content = (f"<think>{turn.reasoning}</think>" if turn.reasoning is not None else "") + turn.content
-        calls = [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function", "function": c} for c in turn.tool_calls]
+        calls = [{"id": call_id(self.id_form), "type": "function", "function": c} for c in turn.tool_calls]
         message = {
             "role": "assistant",
             "content": content or None,
@@ -150,6 +177,7 @@ class TokenInTokenOut:
             "generation_log_probs": log_probs,
         }
         return {
+            "prorl_cut": cut,
             "id": f"chatcmpl-{uuid.uuid4().hex}",
             "object": "chat.completion",
             "created": int(time.time()),
@@ -206,6 +234,10 @@ class TokenInTokenOut:
             answer.get("text") or "",
             "length" if finish == "length" else "stop",
         )
+
+
+def _functions(tools: list[dict] | None) -> list[dict]:
+    return [t if "function" in t else {"function": t} for t in tools or [] if (t.get("function") or t).get("name")]
 
 
 def _finish(choice: dict) -> str:

@@ -39,7 +39,10 @@ def test_qwen3_coder_xml_calls():
     text = "Sure.\n<tool_call>\n<function=bash>\n<parameter=command>\nls -la\n</parameter>\n<parameter=limit>\n3\n</parameter>\n</function>\n</tool_call>"
     turn = parse(text, "qwen3_coder", "none")
     assert turn.content == "Sure.\n"
-    assert turn.tool_calls == [{"name": "bash", "arguments": '{"command": "ls -la", "limit": 3}'}]
+    assert turn.tool_calls == [{"name": "bash", "arguments": '{"command": "ls -la", "limit": "3"}'}]  # no schema
+    schema = {"bash": {"type": "object", "properties": {"limit": {"type": "integer"}}}}
+    typed = parse(text, "qwen3_coder", "none", tool_schemas=schema)
+    assert typed.tool_calls == [{"name": "bash", "arguments": '{"command": "ls -la", "limit": 3}'}]
 
 
 def test_no_parser():

@@ -108,7 +108,8 @@ def test_the_bridge_out_of_an_endpoints_tokens():
             ]
         )
     )
-    bridge = bridge_from_tokens(tokens, [TOK.token(t) for t in tokens], TOK.end_ids)
+    end, bridge = bridge_from_tokens(tokens, [TOK.token(t) for t in tokens], TOK.end_ids)
+    assert TOK.token(end) == "<|im_end|>"
     assert TOK.decode(bridge).startswith('\n<|im_start|>user\n<tool_response>\n{"a": 1}')
     with pytest.raises(ValueError, match="marker"):
         bridge_from_tokens(tokens[:3], [TOK.token(t) for t in tokens[:3]], TOK.end_ids)

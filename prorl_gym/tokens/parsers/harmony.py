@@ -1,0 +1,69 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""gpt-oss's harmony format, read with the openai-harmony package as vLLM's `openai` tool parser and
+`openai_gptoss` reasoning parser do: messages to `functions.NAME` are calls (JSON arguments re-serialised),
+the analysis channel is reasoning, the final channel (else a commentary without recipient) the content.
+
+openai-harmony reads its vocabulary (o200k_base.tiktoken) from TIKTOKEN_ENCODINGS_BASE or downloads it;
+`make setup` puts the file in the token cache (prorl_gym/tokens/families.py) and this points there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+
+from prorl_gym.paths import TOKEN_CACHE
+from prorl_gym.tokens.parsers.base import ParsedTurn
+
+
+@cache
+def encoding():
+    os.environ.setdefault("TIKTOKEN_ENCODINGS_BASE", str(TOKEN_CACHE / "tiktoken"))  # offline: never download
+    from openai_harmony import HarmonyEncodingName, load_harmony_encoding
+
+    return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+
+
+def parse(text: str, token_ids: list[int] | None, tools: bool, reasoning: bool):
+    from openai_harmony import HarmonyError, Role, StreamableParser
+
+    ids = list(token_ids) if token_ids is not None else encoding().encode(text, allowed_special="all")
+    parser = StreamableParser(encoding(), role=Role.ASSISTANT)
+    try:
+        for token in ids:
+            parser.process(token)
+    except HarmonyError:
+        return ParsedTurn(text)  # not harmony: the text as it is
+    calls, final, commentary, thoughts = [], None, None, []
+    for message in parser.messages:
+        if not message.content:
+            continue
+        body = message.content[0].text
+        if message.channel == "analysis":
+            thoughts.append(body)
+        elif tools and message.recipient and message.recipient.startswith("functions."):
+            calls.append({"name": message.recipient.split("functions.")[1], "arguments": _arguments(message, body)})
+        elif message.channel == "final":
+            final = body
+        elif message.channel == "commentary" and not message.recipient:
+            commentary = body
+    if parser.current_content:  # a cut generation: its last message so far
+        if parser.current_channel == "final":
+            final = parser.current_content
+        elif parser.current_channel == "commentary" and not parser.current_recipient:
+            commentary = parser.current_content
+        elif parser.current_channel == "analysis":
+            thoughts.append(parser.current_content)
+    thought = "\n".join(thoughts) or None if reasoning else None
+    return ParsedTurn(final or commentary or "", thought, calls)
+
+
+def _arguments(message, body: str) -> str:
+    if message.content_type and "json" not in message.content_type:
+        return body
+    try:
+        return json.dumps(json.loads(body))  # vLLM's: ASCII-escaped, one line
+    except ValueError:
+        return body
