@@ -156,6 +156,19 @@ class TokenInTokenOut:
             metadata = {"metadata": body["metadata"]} if body.get("metadata") else {}
             generated, log_probs, text, finish = await self._vllm(client, prompt.ids, params | metadata)
         ends = await self.source(client).end_ids()
+        return self.reply(body, prompt, generated, log_probs, text, finish, ends)
+
+    def reply(
+        self,
+        body: dict[str, Any],
+        prompt: Prompt,
+        generated: list[int],
+        log_probs: list[float],
+        text: str,
+        finish: str,
+        ends: frozenset[int],
+    ) -> dict:
+        """The generation read back (parsers, the cut rule) as the chat completion the agent gets."""
         text = _without_end(text, self._end_texts(ends))
         tools = self.settings.tool_parser if body.get("tools") else "none"
         schemas = {t["function"]["name"]: t["function"].get("parameters") for t in _functions(body.get("tools"))}

@@ -76,7 +76,7 @@ def parse(
     """`text`: the generation without its end-of-turn token; `tool_schemas`: each offered tool's JSON schema
     by name (qwen3_coder types values by it); `token_ids`: the generated ids (openai reads the ids)."""
     if "openai" in (tools, reasoning):
-        return harmony.parse(text, token_ids, tools == "openai", reasoning == "openai")
+        return harmony.parse(text, token_ids, tools == "openai", reasoning == "openai", malformed == "call")
     thought, text = reasoning_tags.split(text, reasoning)
     if tools == "none":
         return ParsedTurn(text, thought)

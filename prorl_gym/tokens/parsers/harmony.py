@@ -26,7 +26,8 @@ def encoding():
     return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
 
 
-def parse(text: str, token_ids: list[int] | None, tools: bool, reasoning: bool):
+def parse(text: str, token_ids: list[int] | None, tools: bool, reasoning: bool, written: bool = False):
+    """`written`: a call still open where the ids end (a cut generation) is given as written, not dropped."""
     from openai_harmony import HarmonyError, Role, StreamableParser
 
     ids = list(token_ids) if token_ids is not None else encoding().encode(text, allowed_special="all")
@@ -44,11 +45,16 @@ def parse(text: str, token_ids: list[int] | None, tools: bool, reasoning: bool):
         if message.channel == "analysis":
             thoughts.append(body)
         elif tools and message.recipient and message.recipient.startswith("functions."):
-            calls.append({"name": message.recipient.split("functions.")[1], "arguments": _arguments(message, body)})
+            arguments = _arguments(message.content_type, body)
+            calls.append({"name": message.recipient.split("functions.")[1], "arguments": arguments})
         elif message.channel == "final":
             final = body
         elif message.channel == "commentary" and not message.recipient:
             commentary = body
+    recipient = parser.current_recipient or ""
+    if tools and written and recipient.startswith("functions.") and parser.current_content:
+        arguments = _arguments(parser.current_content_type, parser.current_content)
+        calls.append({"name": recipient.split("functions.")[1], "arguments": arguments})
     if parser.current_content:  # a cut generation: its last message so far
         if parser.current_channel == "final":
             final = parser.current_content
@@ -60,8 +66,8 @@ def parse(text: str, token_ids: list[int] | None, tools: bool, reasoning: bool):
     return ParsedTurn(final or commentary or "", thought, calls)
 
 
-def _arguments(message, body: str) -> str:
-    if message.content_type and "json" not in message.content_type:
+def _arguments(content_type: str | None, body: str) -> str:
+    if content_type and "json" not in content_type:
         return body
     try:
         return json.dumps(json.loads(body))  # vLLM's: ASCII-escaped, one line
