@@ -14,10 +14,11 @@ varied; the model server's own code makes the prompts (TokenInTokenOut.prompt) a
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
-from prorl_gym.tokens.families import FAMILIES, directory
+from prorl_gym.tokens.families import FAMILIES, TEMPLATES, directory
 from responses_api_models.balanced_vllm_model.tito import TokenInTokenOut, TokenModeSettings
 
 try:
@@ -192,3 +193,30 @@ async def test_every_prompt_extends_the_ids_and_calls_read_as_vllm(name, case):
     assert replies[-1]["prorl_cut"].startswith("max_tokens reached inside a tool call")
     ids_form = model.tito.id_form
     assert all(len(c["id"]) == (9 if ids_form == "alnum9" else 29) for c in first["message"]["tool_calls"])
+
+
+def model_server(**settings):
+    from prorl_gym.testing import build_server
+    from responses_api_models.balanced_vllm_model.app import BalancedVLLMModel
+
+    base = dict(base_url=["http://127.0.0.1:9/v1"], api_key="x", model="m", return_token_id_information=True)
+    base["uses_reasoning_parser"] = True
+    return build_server(BalancedVLLMModel, "policy_model", **base, token_mode="tito", **settings)
+
+
+def test_the_model_server_refuses_a_parser_that_does_not_read_the_templates_calls():
+    with pytest.raises(ValueError, match="fits tool_parser 'qwen3_coder'"):  # ParserMismatch, in pydantic's error
+        model_server(tokenizer="qwen3_5", tool_parser="hermes")  # Qwen3.5 writes XML calls
+    assert model_server(tokenizer="qwen3_5", tool_parser="qwen3_coder").config.tokenizer == "qwen3_5"
+
+
+def test_the_model_server_refuses_a_template_whose_bridge_differs(tmp_path):
+    """Mistral Nemo's template (here on Llama's vocabulary: its own tokenizer is not on PyPI) writes the
+    tools before the last user turn: extended prompts would not be what the template renders."""
+    for name in ("tokenizer.json", "generation_config.json"):
+        shutil.copyfile(directory("llama3") / name, tmp_path / name)
+    config = json.loads((directory("llama3") / "tokenizer_config.json").read_text())
+    config["chat_template"] = (TEMPLATES / "mistralai-Mistral-Nemo-Instruct-2407.jinja").read_text()
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="conversation's start differently"):  # BridgeMismatch, in pydantic's
+        model_server(tokenizer=str(tmp_path), tool_parser="mistral")
