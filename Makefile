@@ -7,6 +7,7 @@
 # make bench - set up .venv, run the benchmarks (JSON lines under results/bench/)
 # make soak  - the fault-injection soak and the 10-minute steady run (JSON under results/bench/)
 # make eval ENV=math [SPLIT=validation] [REPEATS=4] [LIMIT=N] [POLICY=http://host:8000/v1 MODEL=name] [TOKEN_IDS=0]
+#           [POLICY_GRACE_S=60]
 #            - evaluate one environment over a split (default policy: scripted gold), report under results/eval/
 SHELL := /bin/bash
 VENV := .venv
@@ -142,7 +143,7 @@ eval: setup link-venvs configs
 	@if [ -z "$(ENV)" ]; then echo "usage: make eval ENV=<environment: make envs lists them> [SPLIT=validation] [REPEATS=4] [LIMIT=N] [POLICY=URL MODEL=NAME]"; exit 2; fi
 	$(PY) -m prorl_gym.evaluation --env $(ENV) --split $(SPLIT) --repeats $(REPEATS) $(if $(LIMIT),--limit $(LIMIT)) \
 	  $(if $(filter-out scripted,$(POLICY)),--policy-base-url $(POLICY) --policy-model $(MODEL)) $(if $(OUT),--out $(OUT)) \
-	  $(if $(filter 0 false no,$(TOKEN_IDS)),--no-token-ids)
+	  $(if $(filter 0 false no,$(TOKEN_IDS)),--no-token-ids) $(if $(POLICY_GRACE_S),--policy-grace-s $(POLICY_GRACE_S))
 
 BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput token_modes capture_overhead harness_throughput pipeline_overlap fork peer_nemo_gym stack_start dashboard tracing container
 BENCH_STAMP := $(VENV)/.prorl-bench-installed

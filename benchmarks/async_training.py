@@ -32,7 +32,7 @@ from examples.training_loop import training_loop
 from prorl_gym.client import ProRLClient, agent_url
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.stack import Stack
+from prorl_gym.stack import Stack, run_cli
 
 MATH = environment("math")
 AGENT = "+math_agent.responses_api_agents.prorl_agent"
@@ -134,4 +134,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

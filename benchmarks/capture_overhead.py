@@ -33,7 +33,7 @@ from fastapi import FastAPI
 from benchmarks.common import emit, ms
 from prorl_gym.capture import CaptureGateway
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.stack import free_port, stop_session
+from prorl_gym.stack import free_port, run_cli, stop_session
 from prorl_gym.testing import PYTHON_TOOL, DirectPeer, build_server
 from responses_api_models.balanced_vllm_model.app import BalancedVLLMModel
 
@@ -155,4 +155,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

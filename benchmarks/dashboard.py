@@ -32,6 +32,7 @@ import urllib.request
 from pathlib import Path
 
 from benchmarks.common import emit, ms
+from prorl_gym.stack import run_cli
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 SAMPLES = 10
@@ -192,4 +193,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -29,7 +29,7 @@ from benchmarks.common import emit, raise_fd_limit, sandbox_root
 from benchmarks.cpu import cpu_spent, harness_ms_per_rollout, snapshot
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.stack import Stack, collected_records
+from prorl_gym.stack import Stack, collected_records, run_cli
 from prorl_gym.testing import HARNESS_AGENTS, harness_stack
 
 SWE = environment("swe")
@@ -89,4 +89,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

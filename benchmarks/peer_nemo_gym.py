@@ -38,7 +38,7 @@ from benchmarks.rollouts import MATH_EXAMPLE, drive, math_rows
 from prorl_gym.client import agent_url
 from prorl_gym.environments import environment
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.stack import Stack
+from prorl_gym.stack import Stack, run_cli
 
 SITE = Path(nemo_gym.__file__).resolve().parents[1]  # where nemo-gym's own servers are installed
 PEER_SERVER = "resources_servers/math_with_code"
@@ -187,4 +187,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

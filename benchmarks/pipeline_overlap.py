@@ -20,6 +20,7 @@ import asyncio
 
 from benchmarks.common import emit, raise_fd_limit
 from benchmarks.rollouts import drive, math_rows, math_stack
+from prorl_gym.stack import run_cli
 
 AGENT = "math_agent.responses_api_agents.prorl_agent"
 TARGET = 1.5
@@ -75,4 +76,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

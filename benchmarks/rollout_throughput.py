@@ -37,6 +37,7 @@ from benchmarks.common import emit, raise_fd_limit
 from benchmarks.cpu import cpu_spent, harness_ms_per_rollout, ms_per_rollout_by_kind, snapshot
 from benchmarks.rollouts import Bench, drive, math_rows, math_stack
 from prorl_gym.demo import real_tokens
+from prorl_gym.stack import run_cli
 
 TARGETS = {
     "rollouts_per_min": 600,
@@ -184,4 +185,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -67,7 +67,7 @@ from prorl_gym.paths import REPO_ROOT
 from prorl_gym.pipeline.aggregate import percentile
 from prorl_gym.sandbox.backends.local.processes import processes_mounting
 from prorl_gym.sandbox.leases import read_leases
-from prorl_gym.stack import Stack, collected_records
+from prorl_gym.stack import Stack, collected_records, run_cli
 from prorl_gym.testing import stack_processes, stack_servers, supervised_server
 from prorl_gym.wire.records import RolloutRecord
 
@@ -531,4 +531,4 @@ def busy_node(processes: int):
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -29,7 +29,7 @@ from benchmarks.common import emit, sandbox_root
 from benchmarks.cpu import snapshot
 from benchmarks.rollouts import MATH_EXAMPLE
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.stack import Stack
+from prorl_gym.stack import Stack, run_cli
 
 TARGETS = {"ready_s": 15.0, "pss_mib": 1536}
 LOGS = REPO_ROOT / "results" / "bench" / "logs" / "stack_start"
@@ -130,4 +130,4 @@ def peer_stack(scratch: Path) -> Stack:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -25,6 +25,7 @@ import statistics
 from benchmarks.common import emit, raise_fd_limit
 from benchmarks.cpu import cpu_spent, harness_ms_per_rollout, ms_per_rollout_by_kind, snapshot
 from benchmarks.rollouts import Bench, drive, math_rows, math_stack
+from prorl_gym.stack import run_cli
 
 AGENT = "math_agent.responses_api_agents.prorl_agent"
 MODEL = "policy_model.responses_api_models.balanced_vllm_model"
@@ -91,4 +92,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

@@ -14,6 +14,8 @@ group-normalised advantages (GRPO), the input of a policy update. With --train-s
 async mode (the default) the next step generates while this one trains and generation is paused
 around the weight update (a rollout may then span two versions: --max-staleness bounds it); in
 sync mode it generates, then trains. --deadline-s ends a step's batch then, stragglers cancelled.
+A policy the service declares down (no endpoint healthy for its grace period) ends the loop: said on
+the terminal, exit 1. Ctrl-C, SIGTERM and SIGHUP stop it and the stack it started (exit 128 + signal).
 
     # a stack of its own (the scripted policy stands in for a GPU model; 47 to 284 s to start on a 2-core machine):
     python examples/training_loop.py --start-stack --steps 3
@@ -29,15 +31,17 @@ import asyncio
 import itertools
 import json
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from prorl_gym.client import JobAPIError, ProRLClient, agent_url
+from prorl_gym.client import JobAPIError, PolicyDown, ProRLClient, agent_url, policy_down_raises
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
+from prorl_gym.stack import Stack, run_cli
 from prorl_gym.wire.jobs import Batch
 from prorl_gym.wire.records import RolloutRecord
 
@@ -126,13 +130,15 @@ async def training_loop(
     weight_updates: bool = False,
     max_staleness: int | None = None,
     deadline_s: float | None = None,
+    on_event: Callable = policy_down_raises,
 ) -> list[StepReport]:
     """Run `steps` training steps; `update` stands for the policy update on the kept groups, `train_s`
     for the time it takes. async: step n+1's batch is generated while step n trains (the service never
     idles between steps); sync: generate, then train. weight_updates: the service is told the version
     the policy is at (step n's update makes version n+1): in async mode generation is paused around the
     update (calls in flight aborted and issued again under the new weights), so a rollout may span two
-    versions (max_staleness bounds it). deadline_s: a step's batch ends then, its stragglers cancelled."""
+    versions (max_staleness bounds it). deadline_s: a step's batch ends then, its stragglers cancelled.
+    on_event: each event of the streams (by default a policy declared down raises PolicyDown)."""
     prompts = itertools.cycle(range(len(rows)))
 
     async def submit(step: int) -> tuple[Batch, dict[str, int], float]:
@@ -158,7 +164,7 @@ async def training_loop(
         if mode == "async" and step + 1 < steps:  # the service starts on the next step while this one trains
             pending = await submit(step + 1)
         reading = time.perf_counter() - started  # an async step may be done before the trainer reads it
-        records = [record async for record in client.stream(batch.batch_id)]
+        records = [record async for record in client.stream(batch.batch_id, on_event=on_event)]
         groups = group_statistics(records, prompt_of)
         report = StepReport(
             step=step,
@@ -213,7 +219,7 @@ async def run(args: argparse.Namespace, head_url: str | None = None) -> None:
         print("service:", json.dumps(status.model_dump(exclude={"limits"})), flush=True)
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--agent-url", help="the agent server's URL")
@@ -236,16 +242,19 @@ def main() -> None:
     parser.add_argument("--max-staleness", type=int, default=None, help="versions a rollout may lag (async)")
     parser.add_argument("--deadline-s", type=float, default=None, help="a step's batch ends then")
     args = parser.parse_args()
-    if args.start_stack:
-        from prorl_gym.stack import Stack
-
-        with Stack(
-            environment("math").config_paths(), policy_data=[args.data], policy_args=["--latency-ms", "200"]
-        ) as stack:
-            asyncio.run(run(args, head_url=f"http://127.0.0.1:{stack.head_port}"))
-    else:
-        asyncio.run(run(args))
+    try:
+        if args.start_stack:
+            with Stack(
+                environment("math").config_paths(), policy_data=[args.data], policy_args=["--latency-ms", "200"]
+            ) as stack:
+                asyncio.run(run(args, head_url=f"http://127.0.0.1:{stack.head_port}"))
+        else:
+            asyncio.run(run(args))
+    except PolicyDown as exc:
+        print(f"FAILED: the policy is down: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(main)

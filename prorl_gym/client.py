@@ -14,7 +14,10 @@ whole transcript, token ids included; null when cancelled), `reward`, `failure` 
 type, message} or null: drop such rows from training, never score them 0; `stage` is null
 for a cancelled job), `stop_reason`, `timings`, counts, `token_ids_contiguous`, `host`,
 `attempts`; in a stream also `job_id`, `batch_id` and `status` (completed | failed |
-cancelled). The server imports these models, so client and server cannot drift apart.
+cancelled). A stream also tells when the policy is declared down (no endpoint healthy for the
+agent's grace period) and up again: `stream(..., on_event=...)` is handed those events
+(PolicyHealthView, `event` policy_down | policy_up). The server imports these models, so client and
+server cannot drift apart.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 from urllib.parse import quote
 
@@ -32,11 +35,13 @@ from yarl import URL
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.wire.jobs import (
+    STREAM_EVENT_PREFIX,
     Batch,
     BatchProgress,
     CancelResult,
     ForkFrom,
     Job,
+    PolicyHealthView,
     PolicyState,
     Sampling,
     Status,
@@ -57,6 +62,21 @@ class JobAPIError(ProrlError):
     @property
     def retryable(self) -> bool:  # the service is full or not running yet: try again later
         return self.status in (429, 503)
+
+
+class PolicyDown(ProrlError):
+    """The agent declared its policy down (no endpoint healthy for its grace period): raise it from a
+    stream's `on_event` to stop waiting on that batch (`policy_down_raises` does)."""
+
+    def __init__(self, event: PolicyHealthView):
+        super().__init__(event.message)
+        self.event = event
+
+
+def policy_down_raises(event: PolicyHealthView) -> None:
+    """An `on_event` for ProRLClient.stream that ends the stream with PolicyDown when the policy goes down."""
+    if event.event == "policy_down":
+        raise PolicyDown(event)
 
 
 async def agent_url(head_url: str, agent: str) -> str:
@@ -141,16 +161,23 @@ class ProRLClient:
         return await self._call("POST", "/jobs", Batch, request.model_dump(exclude_none=True))
 
     async def stream(
-        self, batch_id: str, *, after: int = 0, reconnect_s: float = 120.0
+        self,
+        batch_id: str,
+        *,
+        after: int = 0,
+        reconnect_s: float = 120.0,
+        on_event: Callable[[PolicyHealthView], None] | None = None,
     ) -> AsyncIterator[RolloutRecord]:
         """The batch's records as they finish (completion order), until all have. A dropped stream (the
         agent restarting, a network blip) is resumed where it stopped, for up to `reconnect_s` without
-        progress: offsets survive an agent restart, so nothing is skipped or seen twice."""
+        progress: offsets survive an agent restart, so nothing is skipped or seen twice. `on_event` is
+        called with each event of the stream (the policy declared down or up again); an exception it
+        raises ends the stream."""
         seen, retry_until, delay = after, None, 0.25
         path = f"/batches/{quote(batch_id, safe='')}/results"
         while True:
             try:
-                async for record in self._lines(path, seen):
+                async for record in self._lines(path, seen, on_event):
                     seen += 1
                     retry_until, delay = None, 0.25
                     yield record
@@ -168,7 +195,9 @@ class ProRLClient:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    async def _lines(self, path: str, after: int) -> AsyncIterator[RolloutRecord]:
+    async def _lines(
+        self, path: str, after: int, on_event: Callable[[PolicyHealthView], None] | None
+    ) -> AsyncIterator[RolloutRecord]:
         async with self._session.get(
             self._url(path), params={"after": after}, timeout=self.stream_timeout
         ) as response:
@@ -178,12 +207,17 @@ class ProRLClient:
                 buffer += chunk
                 while (end := buffer.find(b"\n")) >= 0:
                     line, buffer = bytes(buffer[:end]), buffer[end + 1 :]
-                    if line.strip():  # an empty line is a heartbeat
+                    if line.startswith(STREAM_EVENT_PREFIX):  # not a record: the policy declared down or up
+                        if on_event is not None:
+                            on_event(PolicyHealthView.model_validate_json(line))
+                    elif line.strip():  # an empty line is a heartbeat
                         yield RolloutRecord.model_validate_json(line)
 
-    async def results(self, batch_id: str) -> list[RolloutRecord]:
-        """Every record of the batch, once all are in."""
-        return [record async for record in self.stream(batch_id)]
+    async def results(
+        self, batch_id: str, on_event: Callable[[PolicyHealthView], None] | None = None
+    ) -> list[RolloutRecord]:
+        """Every record of the batch, once all are in (`on_event`: as for stream())."""
+        return [record async for record in self.stream(batch_id, on_event=on_event)]
 
     async def poll(self, job_id: str) -> Job:
         return await self._call("GET", f"/jobs/{quote(job_id, safe='/')}", Job)

@@ -6,7 +6,8 @@ Starts the scripted policy (a stand-in for a GPU model) and, with one NeMo Gym `
 the servers of every environment found under resources_servers/ (prorl_gym/environments.py); collects rollouts of each
 environment's example set with `ng_collect_rollouts` (several repeats), writes them under
 results/demo/ and prints a summary per environment. Everything started is stopped at the
-end, also on Ctrl-C.
+end, also on Ctrl-C, SIGTERM or SIGHUP (exit 128 + the signal). A policy that goes down (no endpoint
+healthy for the agent's grace period, 60 s) is said on the terminal, and the demo exits 1.
 
     python -m prorl_gym.demo [--repeats 4] [--envs math,code,stem,swe] [--tokenizer qwen3]
 
@@ -28,6 +29,7 @@ from prorl_gym.environments import Environment, all_config_paths, discover
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.pipeline.aggregate import rollout_metrics
 from prorl_gym.stack import Stack, StackError, collected_records, run_cli
+from prorl_gym.watch import PolicyWatch
 
 
 def summary(env: Environment, records: list[dict], seconds: float) -> str:
@@ -76,7 +78,7 @@ def main() -> int:
     out_dir = REPO_ROOT / "results" / "demo"
     out_dir.mkdir(parents=True, exist_ok=True)
     print("starting the scripted policy (stand-in for a GPU model) and ng_run with every environment ...", flush=True)
-    lines = []
+    lines, down = [], None
     try:
         policy_data = [str(env.example) for env in chosen]
         policy_args, overrides = real_tokens(args.tokenizer)
@@ -96,7 +98,9 @@ def main() -> int:
                 print(f"[{env.name}] collecting rollouts with ng_collect_rollouts ...", flush=True)
                 output = out_dir / f"{env.name}_rollouts.jsonl"
                 started = time.perf_counter()
-                stack.collect(env.agent, env.example, output, num_repeats=args.repeats)
+                with PolicyWatch(agents[env.name], f"[{env.name}]") as watch:
+                    stack.collect(env.agent, env.example, output, num_repeats=args.repeats)
+                down = down or watch.down
                 lines.append(summary(env, collected_records(output), time.perf_counter() - started))
                 print(lines[-1], flush=True)
                 if agents[env.name]:  # its charts, kept after the stack stops
@@ -105,6 +109,9 @@ def main() -> int:
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1
     print(f"\nsummary (rollouts in {out_dir.relative_to(REPO_ROOT)}/):\n" + "\n".join(lines))
+    if down is not None:
+        print(f"FAILED: the policy was down: {down.message}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -18,14 +18,16 @@ import sys
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from prorl_gym.errors import ProrlError
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.resources.tools import TOOLS, Tool, describe_tools
 from prorl_gym.wire.records import ReportFields
+
+if TYPE_CHECKING:
+    from prorl_gym.resources.tools import Tool
 
 BASE_CONFIG = "configs/base.yaml"
 POLICY_CONFIG = "responses_api_models/balanced_vllm_model/configs/balanced_vllm_model.yaml"
@@ -179,5 +181,8 @@ if __name__ == "__main__":
 
 def tools_sentence(name: str, own_tools: tuple[Tool, ...] = ()) -> str:
     """How a system prompt introduces the tools environment `name`'s config lists (the one list)."""
+    # Here, not at the top: the tools import NeMo Gym (seconds of CPU) that discovery and `make configs` need not.
+    from prorl_gym.resources.tools import TOOLS, describe_tools
+
     known = TOOLS | {tool.name: tool for tool in own_tools}
     return describe_tools([known[tool] for tool in environment(name).tools])

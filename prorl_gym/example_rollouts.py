@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from prorl_gym.environments import discover
-from prorl_gym.stack import Stack
+from prorl_gym.stack import Stack, run_cli
 
 
 def main(names: list[str]) -> None:
@@ -34,4 +34,4 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    run_cli(lambda: main(sys.argv[1:]))

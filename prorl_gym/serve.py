@@ -19,13 +19,14 @@ With --ray-address (or $RAY_ADDRESS) the cluster must have sandbox hosts: nodes 
 least one (or --wait-hosts N) is up before it starts anything, and refuses, saying so, otherwise.
 
 The Slurm launcher (deploy/slurm/prorl_gym.sbatch) runs this on the job's first node. Stopping
-(SIGTERM, as `scancel` sends, or SIGINT) stops ng_run and every server: they release their
+(SIGTERM, as `scancel` sends, SIGHUP or SIGINT) stops ng_run and every server: they release their
 sandboxes on the hosts before they exit.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import socket
@@ -35,16 +36,9 @@ from pathlib import Path
 
 from prorl_gym.environments import all_config_paths, discover
 from prorl_gym.paths import REPO_ROOT
+from prorl_gym.preflight import PolicyCheck, check_policy
 from prorl_gym.sandbox.backends.ray.options import RayOptions
 from prorl_gym.stack import Stack, StackError, run_cli
-
-
-class Stopped(KeyboardInterrupt):
-    """SIGTERM, handled as Ctrl-C: every `finally` on the way out runs (the stack stops)."""
-
-
-def _stop(signum: int, frame: object) -> None:
-    raise Stopped()
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -69,6 +63,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--policy-base-url", default=None, help="OpenAI-compatible endpoint (key: $POLICY_API_KEY)")
     parser.add_argument("--policy-model", default=None)
     parser.add_argument("--scripted-policy", action="store_true", help="the offline stand-in, on the rows' data")
+    parser.add_argument(
+        "--no-policy-check", action="store_true", help="start without first asking the policy endpoint"
+    )
     parser.add_argument("--host", default="127.0.0.1", help="address the servers listen on")
     parser.add_argument("--head-port", type=int, default=None, help="the head server's port (default: a free one)")
     parser.add_argument("--collect", type=Path, default=None, help="collect rollouts over these rows, then stop")
@@ -152,6 +149,11 @@ def overrides_for(args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.policy_base_url and not args.no_policy_check:  # in seconds, before anything starts (preflight.py)
+        urls = [url.strip() for url in args.policy_base_url.split(",") if url.strip()]
+        token_ids = not any("return_token_id_information=false" in o.lower() for o in args.overrides)
+        for line in asyncio.run(check_policy(PolicyCheck(urls, args.policy_model, token_ids=token_ids))):
+            print(f"[serve] policy check: {line}", file=sys.stderr, flush=True)
     if args.ray_address:
         count, timeout_s = (args.wait_hosts, args.wait_timeout) if args.wait_hosts else (1, 0.0)
         found = wait_for_host_nodes(args.ray_address, args.host_resource, count, timeout_s)
@@ -162,11 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
             flush=True,
         )
-    # After ray.init, which installs a SIGTERM handler of its own that exits without our teardown.
-    signal.signal(signal.SIGTERM, _stop)
-    # Started in the background of a batch script, SIGINT is ignored, and ng_run would inherit that
-    # and never hear the SIGINT that stops it in order.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    # The stack handles SIGTERM, SIGHUP and SIGINT (prorl_gym/interrupts.py) from its start on: after
+    # ray.init above, which installs a SIGTERM handler of its own that exits without our teardown.
     stack = Stack(
         all_config_paths(args.envs),
         overrides=overrides_for(args),
@@ -184,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[serve] collected into {args.output}", file=sys.stderr, flush=True)
             return 0
         try:
-            signal.pause()  # until SIGTERM (Stopped) or SIGINT (KeyboardInterrupt)
+            signal.pause()  # until SIGTERM, SIGHUP or SIGINT (interrupts.Stopped)
         finally:
             print(
                 "[serve] stopping: ng_run and every server (they release their sandboxes)", file=sys.stderr, flush=True

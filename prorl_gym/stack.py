@@ -3,7 +3,8 @@
 """Run the whole stack as child processes: the scripted policy (optional) and `ng_run`.
 
 Used by the demo, the end-to-end tests and the benchmarks. Everything it starts runs in
-sessions it owns and is killed on exit, also on Ctrl-C or error, so nothing is left behind.
+sessions it owns and is stopped on exit, also on error and on Ctrl-C, SIGTERM or SIGHUP (handled as
+Ctrl-C while the stack runs: prorl_gym/interrupts.py), so nothing is left behind.
 
     with Stack(["configs/math.yaml"], policy_data=["resources_servers/math/data/example.jsonl"]) as stack:
         stack.collect("math_agent", "resources_servers/math/data/example.jsonl", "results/out.jsonl")
@@ -17,17 +18,19 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
 
 from prorl_gym.errors import ProrlError
+from prorl_gym.interrupts import StopSignals, follow_make, say_stopped, stop_signals
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.paths import REPO_ROOT
+from prorl_gym.preflight import PolicyCheckError
 from prorl_gym.runtime.process import kill_session, session_members
 
 BIN = Path(sys.executable).parent
@@ -97,6 +100,8 @@ class Stack:
     _procs: list[subprocess.Popen] = field(default_factory=list)
 
     _ray_address: str | None = None
+    _signals: StopSignals | None = None  # while used as a context manager: the stop signals' handling
+    _handlers: ExitStack = field(default_factory=ExitStack)
 
     @property
     def common_overrides(self) -> list[str]:
@@ -109,15 +114,23 @@ class Stack:
         ]
 
     def __enter__(self) -> Stack:
+        # SIGTERM and SIGHUP stop the stack as Ctrl-C does, and a second signal never aborts the teardown.
+        self._signals = self._handlers.enter_context(stop_signals())
         try:
             self.start()
-        except BaseException:
-            self.stop()
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
             raise
         return self
 
     def __exit__(self, *exc) -> None:
-        self.stop()
+        if exc and isinstance(exc[1], KeyboardInterrupt):
+            print("[stack] stopping everything it started (it takes a few seconds) ...", file=sys.stderr, flush=True)
+        try:
+            self.stop()
+        finally:
+            self._signals = None
+            self._handlers.close()
 
     def _spawn(self, argv: list[str], log_name: str) -> subprocess.Popen:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -212,11 +225,19 @@ class Stack:
 
     def restart_policy(self, down_s: float = 0.0) -> None:
         """Kill the scripted policy (as a dead GPU server), and after `down_s` start it again on its port."""
+        self.kill_policy()
+        time.sleep(down_s)
+        self.start_policy_again()
+
+    def kill_policy(self) -> None:
+        """SIGKILL the scripted policy, as a GPU server that dies."""
         policy = self._procs[0]  # started first; ng_run stays last (see `session`)
         os.killpg(policy.pid, signal.SIGKILL)
         policy.wait()
         self._procs.remove(policy)
-        time.sleep(down_s)
+
+    def start_policy_again(self) -> None:
+        """The scripted policy again, on the same port, after kill_policy()."""
         restarted = self._start_policy()
         self._procs.remove(restarted)
         self._procs.insert(0, restarted)
@@ -288,29 +309,33 @@ class Stack:
 
     def stop(self) -> None:
         # A second Ctrl-C (or SIGTERM) must not abort the teardown half way and leave servers running.
-        in_main = threading.current_thread() is threading.main_thread()
-        stops = (signal.SIGINT, signal.SIGTERM)
-        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in stops} if in_main else {}
-        try:
+        with ExitStack() as hold:
+            if self._signals is not None:
+                hold.enter_context(self._signals.holding())
+            else:  # started without `with`: the signals are held for the teardown alone
+                hold.enter_context(stop_signals()).stopping = True
             for proc in reversed(self._procs):
                 stop_session(proc)
             self._procs.clear()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
 
-def run_cli(main: Callable[[], int]) -> NoReturn:
+def run_cli(main: Callable[[], int | None]) -> NoReturn:
     """Exit with main()'s code; a StackError is said on one line (exit 1, no traceback: it says what
-    to do); Ctrl-C is an orderly stop (the stacks stop in their finally)."""
+    to do); a PolicyCheckError too (exit 2: nothing was started); Ctrl-C, SIGTERM and SIGHUP are an orderly stop (what main started stops in its `finally`
+    and `with` blocks: Stack's, a benchmark's own processes), exit 128 + the signal's number."""
+    follow_make()  # make does not pass its SIGTERM on
     try:
-        sys.exit(main())
+        with stop_signals():
+            code = main()
+        sys.exit(code)
     except StackError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(1)
-    except KeyboardInterrupt:
-        print("interrupted; everything started was stopped", file=sys.stderr)
-        sys.exit(130)
+    except PolicyCheckError as exc:
+        print(f"error: {exc}\nnothing was started", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt as exc:
+        sys.exit(say_stopped(exc))
 
 
 def failures_path(output: str | Path) -> Path:

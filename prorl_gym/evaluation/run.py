@@ -1,7 +1,8 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 """Run an environment's agent over a dataset file: the stack (scripted or real policy) plus
-ng_collect_rollouts, whose progress bar is shown on this terminal and kept in the log."""
+ng_collect_rollouts, whose progress bar is shown on this terminal and kept in the log, with a policy
+that goes down said there too (prorl_gym/watch.py)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,17 @@ from typing import IO
 from prorl_gym.dashboard.export import DASHBOARD_HTML, find_agent, save_snapshot
 from prorl_gym.environments import environment as find_environment
 from prorl_gym.stack import Stack, StackError, stop_session
+from prorl_gym.watch import PolicyWatch
+from prorl_gym.wire.jobs import PolicyHealthView
 
 SCRIPTED_MODES = ("gold", "wrong", "malformed")
 POLICY_MODEL = "policy_model.responses_api_models.balanced_vllm_model"
+
+
+@dataclass
+class Collected:
+    output: Path  # rollouts.jsonl (+ rollouts_failures.jsonl beside it)
+    policy_down: PolicyHealthView | None  # what the agent said when it declared the policy down, if it did
 
 
 @dataclass
@@ -31,6 +40,10 @@ class Policy:
     scripted_mode: str = "gold"
     # Off: evaluation only, for endpoints that give no token ids (a hosted API, llama.cpp, Ollama).
     token_ids: bool = True
+    scripted_latency_ms: float = 0.0  # the scripted policy's time per answer (a slow policy)
+    # no policy endpoint healthy this long: the agent declares the policy down and the rollouts waiting
+    # for it end typed policy_down (None: the agent's config, 60 s)
+    grace_s: float | None = None
 
     @property
     def label(self) -> str:
@@ -85,10 +98,14 @@ def run(
     sandbox_root: str | None = None,
     parallel: int | None = None,
     timeout_s: float | None = None,
-) -> Path:
-    """Collect `repeats` rollouts per row into out_dir/rollouts.jsonl (+ _failures.jsonl); returns that path."""
+) -> Collected:
+    """Collect `repeats` rollouts per row into out_dir/rollouts.jsonl (+ _failures.jsonl)."""
     environment = find_environment(env)
     overrides = [f"+{environment.server_key}.sandbox.root_dir={sandbox_root}"] if sandbox_root else []
+    if policy.grace_s is not None:
+        overrides.append(
+            f"+{environment.agent}.responses_api_agents.prorl_agent.policy_health.grace_s={policy.grace_s}"
+        )
     if policy.base_url:
         overrides += [f"+policy_base_url={policy.base_url}", f"+policy_model_name={policy.model}"]
         policy_data, policy_args = None, []
@@ -96,6 +113,7 @@ def run(
         # The scripted policy takes its mode from a "scripted-<mode>" model name before --mode.
         overrides.append(f"+policy_model_name=scripted-{policy.scripted_mode}")
         policy_data, policy_args = [str(dataset)], ["--mode", policy.scripted_mode]
+        policy_args += ["--latency-ms", str(policy.scripted_latency_ms)] if policy.scripted_latency_ms else []
     if not policy.token_ids:
         overrides.append(f"+{POLICY_MODEL}.return_token_id_information=false")
     extra = [f"+limit={limit}"] if limit else []
@@ -114,9 +132,10 @@ def run(
         agent = find_agent(f"http://{stack.head_host}:{stack.head_port}", environment.agent)
         if agent:
             print(f"[eval] live dashboard: {agent}/dashboard", file=sys.stderr, flush=True)
-        collect_with_progress(
-            stack, environment.agent, dataset, output, repeats, extra, timeout_s, logs / "collect.log"
-        )
+        with PolicyWatch(agent, "[eval]") as watch:
+            collect_with_progress(
+                stack, environment.agent, dataset, output, repeats, extra, timeout_s, logs / "collect.log"
+            )
         if agent:  # the same charts in the report, as they stood when collection ended
             save_snapshot(agent, out_dir / DASHBOARD_HTML)
-    return output
+    return Collected(output, watch.down)

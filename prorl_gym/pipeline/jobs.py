@@ -34,7 +34,16 @@ from prorl_gym.pipeline.branch import BranchError, branch_row
 from prorl_gym.pipeline.groups import Group, groups_of
 from prorl_gym.pipeline.journal import Journal, StreamOffset
 from prorl_gym.wire.failures import Failure, FailureType
-from prorl_gym.wire.jobs import Batch, BatchProgress, CancelResult, Job, JobLimits, Status, SubmitRequest
+from prorl_gym.wire.jobs import (
+    Batch,
+    BatchProgress,
+    CancelResult,
+    Job,
+    JobLimits,
+    PolicyHealthView,
+    Status,
+    SubmitRequest,
+)
 from prorl_gym.wire.records import TIMING_KEYS, JobStatus, RolloutRecord, failed_record
 
 log = logging.getLogger(__name__)
@@ -134,6 +143,7 @@ class JobManager:
         check_rows: RowCheck | None = None,
         release_snapshots: Callable[[list[str]], Awaitable[None]] | None = None,
         policy_version: Callable[[], int] | None = None,
+        policy_health: Callable[[], PolicyHealthView] | None = None,
     ):
         self.limits = limits or JobLimits()
         self.journal = journal or Journal(None)
@@ -141,6 +151,7 @@ class JobManager:
         self._stage_stats, self._validate_row, self._check_rows = stage_stats, validate_row, check_rows
         self._release_snapshots = release_snapshots  # of forgotten jobs' records (branches start from them)
         self._policy_version = policy_version  # the version new policy calls go under (staleness is against it)
+        self._policy_health = policy_health  # whether the policy is there (policy_health.py), for /status
         self._jobs: dict[str, _Job] = {}
         self._batches: dict[str, _Batch] = {}
         self._finished: OrderedDict[str, _Batch] = OrderedDict()  # finished batches, oldest first
@@ -609,6 +620,7 @@ class JobManager:
             timings=timings,
             limits=self.limits,
             journal=await self.journal.stats(),
+            policy_health=self._policy_health() if self._policy_health is not None else None,
         )
 
     def batch_views(self) -> list[BatchView]:

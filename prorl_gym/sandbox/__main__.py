@@ -14,12 +14,16 @@ import argparse
 import asyncio
 import sys
 
-from prorl_gym.sandbox import SandboxError, SandboxSpec, UnknownBackendError, create_sandbox, get_backend
+from prorl_gym.sandbox import Backends, SandboxError, SandboxSpec, UnknownBackendError, create_sandbox, get_backend
 
 
 async def _exec(backend: str, command: str, timeout: float) -> int:
-    async with await create_sandbox(SandboxSpec(backend=backend)) as sandbox:
-        result = await sandbox.bash(command, timeout=timeout)
+    backends = Backends()  # this command's own, closed before its event loop ends (an engine's client)
+    try:
+        async with await create_sandbox(SandboxSpec(backend=backend), backends=backends) as sandbox:
+            result = await sandbox.bash(command, timeout=timeout)
+    finally:
+        await backends.close()
     sys.stdout.write(result.output)
     sys.stdout.flush()
     if result.timed_out:

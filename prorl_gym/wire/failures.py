@@ -42,6 +42,8 @@ class FailureType(StrEnum):
     TOOL_ERROR = "tool_error"  # a tool could not run (its server unreachable or silent), not a bad tool call
     SANDBOX_LOST = "sandbox_lost"  # the rollout's sandbox died or was lost with its server or node
     SERVER_DOWN = "server_down"  # a server the rollout needs is down for good (its supervisor gave up)
+    # no policy endpoint was healthy for the agent's policy_health.grace_s: told, not waited on
+    POLICY_DOWN = "policy_down"
     TIMEOUT = "timeout"  # a stage exceeded its time limit
     EVAL_ERROR = "eval_error"  # the verifier crashed or could not judge
     CANCELLED = "cancelled"  # by the caller (cancel, stop_after)

@@ -121,6 +121,24 @@ class CancelResult(BaseModel):
     settled: bool  # all of them have ended (their sandboxes released)
 
 
+# A stream line that is an event, not a record: a PolicyHealthView with `event` set (its first field).
+STREAM_EVENT_PREFIX = b'{"event":'
+
+
+class PolicyHealthView(BaseModel):
+    """Whether the policy is there (prorl_gym/pipeline/policy_health.py): /status's `policy_health`, and
+    with `event` set a line of a batch's stream (`policy_down` when declared down, `policy_up` after)."""
+
+    event: Literal["policy_down", "policy_up"] | None = None  # stream lines only
+    down: bool  # declared down: no endpoint healthy for grace_s; rollouts waiting for it end typed policy_down
+    healthy: bool  # an endpoint is healthy now (its last request or health check succeeded)
+    unhealthy_s: float  # how long no endpoint has been healthy (0 while one is)
+    since: float | None = None  # wall clock (Unix seconds) when the last healthy endpoint went
+    grace_s: float | None  # the agent's policy_health.grace_s (null: never declared down)
+    endpoints: list[dict[str, Any]] = Field(default_factory=list)  # url, healthy, last_error, as the model server says
+    message: str = ""  # one line for people
+
+
 class Status(BaseModel):
     stages: dict[str, dict[str, int]]  # init/run/eval -> workers, waiting, in_flight
     active_jobs: int
@@ -134,6 +152,7 @@ class Status(BaseModel):
     timings: dict[str, dict[str, float | int | None]]  # init_s, run_queue_s, ... -> p50/p90/p99/n, recent records
     limits: JobLimits
     journal: dict[str, Any] = Field(default_factory=dict)  # path and size on disk (bytes)
+    policy_health: PolicyHealthView | None = None  # None: the agent does not watch its policy
 
 
 def row_problem(row: Any) -> str | None:

@@ -41,6 +41,7 @@ from prorl_gym.pipeline.jobs import JobManager
 from prorl_gym.pipeline.journal import Journal, JournalConfig
 from prorl_gym.pipeline.peers import PeerClient
 from prorl_gym.pipeline.policy import PolicyGate
+from prorl_gym.pipeline.policy_health import PolicyHealth, PolicyHealthConfig
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.supervise import supervised
 from prorl_gym.tracing import Tracing, TracingConfig
@@ -94,6 +95,8 @@ class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
     eval_timeout_s: float = 600.0
     release_timeout_s: float = 30.0
     retry: RetryPolicy = Field(default_factory=RetryPolicy)  # infrastructure failures run the rollout again
+    # a policy with no healthy endpoint for policy_health.grace_s is declared down: told, not waited on
+    policy_health: PolicyHealthConfig = Field(default_factory=PolicyHealthConfig)
     # staged: INIT, RUN and EVAL each have their own worker pool (the design of this agent).
     # coupled: max_run_workers workers each do INIT+RUN+EVAL of one rollout in turn; the design
     # staged pipelines replace, kept as the same-run baseline of benchmarks/pipeline_overlap.
@@ -129,6 +132,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
     _metrics: AgentMetrics = PrivateAttr()
     _capture: CaptureGateway = PrivateAttr()
     _gate: PolicyGate = PrivateAttr()
+    _health: PolicyHealth = PrivateAttr()
     _harness_threads: ThreadPoolExecutor | None = PrivateAttr(default=None)  # a harness's runs, if it has one
     _runs: set[asyncio.Future] = PrivateAttr(default_factory=set)  # /run rollouts in flight
     _stopping: asyncio.Future | None = PrivateAttr(default=None)  # done once a stop signal came
@@ -157,6 +161,8 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             snapshots=c.snapshots,
             verify_token_ids=c.verify_token_ids,
         )
+        self._health = PolicyHealth(c.policy_health, self._endpoints)
+        self._pipeline.recovery.policy_down = self._health.down_message
         self._jobs = JobManager(
             self.rollout,
             c.jobs,
@@ -168,9 +174,10 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             stage_stats=self._stage_stats,
             release_snapshots=self._pipeline.release_snapshots,
             policy_version=lambda: self._gate.version,  # staleness is against the trainer's current version
+            policy_health=self._health.view,
         )
         self._gate = self._pipeline.gate = PolicyGate(self._jobs.journal)
-        self._metrics = AgentMetrics(self._jobs, self._gate)
+        self._metrics = AgentMetrics(self._jobs, self._gate, self._health)
         self._capture = CaptureGateway(self._peers, c.model_server.name, c.limits.policy_call_timeout_s, self._gate)
         if c.harness is not None:
             harness = load_harness(c.harness.kind, c.harness.settings, c.harness.placement)
@@ -219,6 +226,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             run_with_app(app, self._dashboard.start, self._dashboard.close)
         if self._tracing is None and self.config.tracing.enabled:
             self.start_tracing(Tracing(self.config.tracing))
+        run_with_app(app, self._health.start, self._health.close)
         run_with_app(app, self._stop_runs_on_signals, self._close)
         return app
 
@@ -232,6 +240,11 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             peers.client = TracedClient(peers.client, tracing, peers.model_server)
         if tracing.recent is not None:
             self._dashboard.spans_of = tracing.recent.of_job
+
+    async def _endpoints(self) -> tuple[int, bytes]:
+        """The model server's GET /endpoints, as the policy's health watch reads it."""
+        response = await self._peers.get(server_name=self.config.model_server.name, url_path="/endpoints")
+        return response.status, await response.read()
 
     def _stage_stats(self) -> dict:
         return {stage.value: pool.stats() for stage, pool in self._pools.items()}
@@ -341,7 +354,8 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
 
         @app.get("/batches/{batch_id}/results")  # NDJSON, or server-sent events if asked for
         async def results(batch_id: str, request: Request, after: int = 0):
-            records, sse = jobs.follow(batch_id, after), "text/event-stream" in request.headers.get("accept", "")
+            records = self._health.told(jobs.follow(batch_id, after))  # with policy_down/policy_up events
+            sse = "text/event-stream" in request.headers.get("accept", "")
 
             async def lines():  # None is a heartbeat
                 async for line in records:

@@ -1,12 +1,14 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 """The agent's Prometheus metrics (GET /metrics): stage times and queue waits, rollouts and their
-attempts by outcome, the job service's load and journal size, the policy's version and pauses."""
+attempts by outcome, the job service's load and journal size, the policy's version and pauses, whether
+the policy is down."""
 
 from __future__ import annotations
 
 from prorl_gym.pipeline.jobs import JobManager
 from prorl_gym.pipeline.policy import PolicyGate
+from prorl_gym.pipeline.policy_health import PolicyHealth
 from prorl_gym.prometheus import ServerMetrics
 from prorl_gym.wire.failures import Stage
 from prorl_gym.wire.records import RolloutRecord
@@ -17,7 +19,7 @@ def outcome(record: RolloutRecord) -> str:
 
 
 class AgentMetrics(ServerMetrics):
-    def __init__(self, jobs: JobManager, gate: PolicyGate):
+    def __init__(self, jobs: JobManager, gate: PolicyGate, health: PolicyHealth):
         super().__init__()
         self.stage = self.histogram("prorl_stage_duration_seconds", "Time in a stage's worker slot", ("stage",))
         self.queue = self.histogram("prorl_stage_queue_seconds", "Wait for a stage's worker slot", ("stage",))
@@ -42,6 +44,15 @@ class AgentMetrics(ServerMetrics):
         paused.set_function(lambda: float(gate.paused))
         paused_s = self.gauge("prorl_policy_paused_seconds", "Time paused since the agent started")
         paused_s.set_function(lambda: gate.paused_s)
+        down = self.gauge("prorl_policy_down", "1 while the policy is declared down (no endpoint healthy for grace_s)")
+        down.set_function(lambda: float(health.down))
+        unhealthy = self.gauge("prorl_policy_unhealthy_seconds", "How long no policy endpoint has been healthy")
+        unhealthy.set_function(lambda: health.unhealthy_s)
+        self.counter_function(
+            "prorl_policy_declared_down_total",
+            "Times the policy was declared down since the agent started",
+            lambda: health.downs,
+        )
 
     def attempt(self, record: RolloutRecord) -> None:
         """One run of the pipeline (the RolloutPipeline's on_attempt hook)."""

@@ -8,7 +8,9 @@ host is healthy and not draining), or the policy model server lists an endpoint 
 and whose last request or health check succeeded. It waits
 at least `retry.backoff_s`, at most `retry.recovery_timeout_s`; the wait goes into the record
 (`timings.retry_wait_s`) and /metrics. A server whose supervisor gave up answers 503
-`server_gave_up`: the waiting rollouts end at once, typed `server_down`, and are not run again.
+`server_gave_up`: the waiting rollouts end at once, typed `server_down`, and are not run again; so
+do those waiting for a policy the agent has declared down (prorl_gym/pipeline/policy_health.py),
+typed `policy_down`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
@@ -42,23 +45,34 @@ class PartGone(Exception):
     """The part's supervisor gave up on it: it is not coming back."""
 
 
+class PolicyDown(PartGone):
+    """The agent has declared the policy down (no endpoint healthy for its grace period): not waited on."""
+
+
 class Recovery:
     def __init__(self, peers: Any):
         self.peers = (
             peers  # .client (.get(server_name, url_path) -> .status/.read()), .resources_server, .model_server
         )
+        self.policy_down: Callable[[], str | None] = lambda: None  # why the policy is declared down, if it is
 
     async def wait(self, part: Part, at_least_s: float, at_most_s: float) -> tuple[float, bool]:
         """Wait until `part` is healthy (after `at_least_s`, before `at_most_s`): (seconds waited, healthy).
-        Raises PartGone when its server says it will not come back."""
+        Raises PartGone when its server says it will not come back, PolicyDown when the policy is declared down."""
         started = time.monotonic()
+        self._check_policy(part)
         await asyncio.sleep(at_least_s)
         while True:
+            self._check_policy(part)
             if await self.healthy(part):
                 return time.monotonic() - started, True
             if time.monotonic() - started + POLL_S > at_most_s:
                 return time.monotonic() - started, False
             await asyncio.sleep(POLL_S)
+
+    def _check_policy(self, part: Part) -> None:
+        if part == Part.POLICY and (said := self.policy_down()):
+            raise PolicyDown(said)
 
     async def healthy(self, part: Part) -> bool:
         path = "/status" if part == Part.RESOURCES else "/endpoints"

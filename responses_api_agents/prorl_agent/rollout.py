@@ -47,10 +47,11 @@ from prorl_gym.wire.records import (
     BranchedFrom,
     RolloutRecord,
     TurnSnapshot,
+    failed_record,
 )
 from prorl_gym.wire.resources import SANDBOX_LOST_ERROR, SNAPSHOT_KEY, ToolsResponse
 from responses_api_agents.prorl_agent.loop import AgentLoop, LoopLimits
-from responses_api_agents.prorl_agent.recovery import Part, PartGone, Recovery, part_of
+from responses_api_agents.prorl_agent.recovery import Part, PartGone, PolicyDown, Recovery, part_of
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,10 @@ class RolloutPipeline:
             queued = {"coupled_queue_s": time.perf_counter() - started} if self._coupled else {}
             waited, attempt, refusals = 0.0, 0, 0
             while True:
+                if said := self.recovery.policy_down():  # no sandbox for a rollout that cannot run
+                    down = Failure(stage=Stage.INIT, type=FailureType.POLICY_DOWN, message=said, infra=True)
+                    record = failed_record(row, down, {"total_s": time.perf_counter() - started})
+                    break
                 attempt += 1
                 record = await self._attempt(row, _Attempt(dict(cookies or {}), dict(queued)), started)
                 if self.on_attempt is not None:
@@ -162,7 +167,8 @@ class RolloutPipeline:
                         part, self.retry.backoff_s, self.retry.recovery_timeout_s
                     )
                 except PartGone as exc:
-                    gone = Failure(stage=failure.stage, type=FailureType.SERVER_DOWN, message=str(exc), infra=True)
+                    kind = FailureType.POLICY_DOWN if isinstance(exc, PolicyDown) else FailureType.SERVER_DOWN
+                    gone = Failure(stage=failure.stage, type=kind, message=str(exc), infra=True)
                     record = record.model_copy(update={"failure": gone, "ng_failure_class": gone.type.value})
                     break
                 waited += seconds

@@ -198,7 +198,7 @@ class EndpointPool:
         except TimeoutError:
             return f"health check {target} timed out after {self.settings.health_timeout_s}s"
         except ClientError as e:
-            return f"health check {target} failed: {e!r}"
+            return f"health check {target} failed: {e or type(e).__name__}"
 
     async def check_all(self) -> None:
         endpoints = self.balancer.endpoints

@@ -4,9 +4,11 @@
 the scripted policy answering as such a server does (--plain: chat completions only, no log-probs, no
 token ids, no /models, no /tokenize), on a real stack.
 
-With --no-token-ids every rollout works and its record says it carries no ids. Without it, each
-rollout fails once (never retried: the endpoint cannot change its mind), typed policy_incompatible,
-with an error naming the switch, and the command exits 1 saying why on its last line."""
+With --no-token-ids every rollout works and its record says it carries no ids. Without it, the check
+before the stack starts refuses the endpoint, naming the switch (exit 2, nothing started); and with
+that check skipped, each rollout fails once (never retried: the endpoint cannot change its mind), typed
+policy_incompatible, with an error naming the switch, and the command exits 1 saying why on its last
+line."""
 
 from __future__ import annotations
 
@@ -64,10 +66,17 @@ def test_no_token_ids_evaluates_and_says_so(plain_endpoint, tmp_path, sandbox_ro
     assert "none in 2 rollouts" in (tmp_path / "eval" / "report.md").read_text()
 
 
+def test_token_ids_from_such_an_endpoint_are_refused_before_anything_starts(plain_endpoint, tmp_path, sandbox_root):
+    run = evaluate(plain_endpoint, tmp_path / "eval", sandbox_root)
+    assert run.returncode == 2, run.stderr
+    assert "no per-token log-probs with token ids" in run.stderr and "TOKEN_IDS=0" in run.stderr
+    assert "nothing was started" in run.stderr and not (tmp_path / "eval" / "logs").exists()
+
+
 def test_token_ids_from_such_an_endpoint_fail_once_typed_and_the_command_says_so(
     plain_endpoint, tmp_path, sandbox_root
 ):
-    run = evaluate(plain_endpoint, tmp_path / "eval", sandbox_root)
+    run = evaluate(plain_endpoint, tmp_path / "eval", sandbox_root, "--no-policy-check")
     assert run.returncode == 1
     assert run.stderr.strip().splitlines()[-1].startswith("FAILED: 2 of 2 rollouts failed (policy_incompatible)")
     failures = read_jsonl(tmp_path / "eval" / "rollouts_failures.jsonl")
@@ -78,7 +87,7 @@ def test_token_ids_from_such_an_endpoint_fail_once_typed_and_the_command_says_so
 
 
 def test_the_exit_verdict():
-    from prorl_gym.evaluation.__main__ import failure_verdict
+    from prorl_gym.evaluation.cli import failure_verdict
 
     ok, task = {"failure": None}, {"failure": {"type": "timeout", "infra": False}}
     infra = {"failure": {"type": "sandbox_lost", "infra": True}}

@@ -296,3 +296,13 @@ async def test_a_dead_owners_container_without_a_lease_goes_at_the_next_start_no
     finally:
         for container in created.values():
             await engine.remove(container)
+
+
+def test_the_sandbox_command_line_on_containers_closes_its_engine_client(socket_path):
+    """`python -m prorl_gym.sandbox exec --backend container`: the command's output and exit code, and no
+    "Unclosed client session" from an engine client left open when its event loop ended."""
+    env = dict(os.environ, DOCKER_HOST=f"unix://{socket_path}")
+    argv = [sys.executable, "-m", "prorl_gym.sandbox", "exec", "--backend", "container", "--", "echo hi; (exit 3)"]
+    run = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert (run.returncode, run.stdout) == (3, "hi\n"), run.stderr
+    assert "Unclosed" not in run.stderr, run.stderr

@@ -127,6 +127,9 @@ function renderLive(live) {
   document.getElementById("active-jobs").textContent = status.active_jobs;
   document.getElementById("journal-size").textContent = bytes((status.journal || {}).bytes);
   document.getElementById("updated").textContent = `updated ${new Date(live.now * 1000).toLocaleTimeString()}`;
+  const health = status.policy_health, alert = document.getElementById("policy-down");
+  alert.hidden = !(health && health.down);  // no endpoint healthy for the agent's grace period
+  alert.textContent = health && health.down ? `Policy down: ${health.message}` : "";
 
   fill(document.querySelector("#stages tbody"), STAGES.map((s) => {
     const stage = status.stages[s] || {};
