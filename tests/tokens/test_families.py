@@ -7,11 +7,12 @@ and a parser that does not fit the template is named at once."""
 from __future__ import annotations
 
 import random
+import re
 import unicodedata
 
 import pytest
 
-from prorl_gym.tokens.bridge import BridgeMismatch, check
+from prorl_gym.tokens.bridge import BridgeMismatch, call_id, check, id_form
 from prorl_gym.tokens.families import (
     FAMILIES,
     HARMONY_SPECIAL,
@@ -134,8 +135,6 @@ def test_every_template_of_the_sdist_is_proven_or_refused_with_its_reason():
 
 def _special_looking(source: str) -> list[str]:
     """Strings in a template that look like special tokens: without its tokenizer, any may end a turn."""
-    import re
-
     return re.findall(r"<\|[a-z_]+\|>|<｜[^｜]+｜>|<end_of_turn>|<\|END_OF_TURN_TOKEN\|>|</s>", source)
 
 
@@ -147,3 +146,11 @@ def test_a_parser_that_does_not_read_the_templates_calls_is_named():
         check_template(family.tool_parser, (TEMPLATES / family.template).read_text())  # each fits its own
     with pytest.raises(ParserMismatch, match="fits tool_parser 'llama3_json'"):
         check_template("hermes", (TEMPLATES / "meta-llama-Llama-3.3-70B-Instruct.jinja").read_text())
+
+
+def test_tool_call_ids_take_the_form_the_template_accepts():
+    nemo = ChatTemplate((TEMPLATES / "mistralai-Mistral-Nemo-Instruct-2407.jinja").read_text(), {"eos_token": "</s>"})
+    assert id_form(lambda m, g: nemo.render(m, PROBE_TOOLS, g)) == "alnum9"  # Mistral: 9 alphanumerics
+    qwen = load("qwen3")
+    assert id_form(lambda m, g: qwen.render(m, PROBE_TOOLS, g)) == "openai"
+    assert re.fullmatch(r"[A-Za-z0-9]{9}", call_id("alnum9")) and re.fullmatch(r"call_[0-9a-f]{24}", call_id("openai"))
