@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from functools import cache
+from pathlib import Path
 
 from prorl_gym.paths import TOKEN_CACHE
 from prorl_gym.tokens.parsers.base import ParsedTurn
@@ -20,7 +21,9 @@ from prorl_gym.tokens.parsers.base import ParsedTurn
 
 @cache
 def encoding():
-    os.environ.setdefault("TIKTOKEN_ENCODINGS_BASE", str(TOKEN_CACHE / "tiktoken"))  # offline: never download
+    base = Path(os.environ.setdefault("TIKTOKEN_ENCODINGS_BASE", str(TOKEN_CACHE / "tiktoken")))  # never download
+    if not (base / "o200k_base.tiktoken").is_file():
+        raise FileNotFoundError(f"gpt-oss's vocabulary is not at {base}/o200k_base.tiktoken: make setup puts it there")
     from openai_harmony import HarmonyEncodingName, load_harmony_encoding
 
     return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
