@@ -3,7 +3,7 @@
 """Serve the scripted policy (a stand-in for a GPU model) on an OpenAI-compatible endpoint.
 
     python -m responses_api_models.scripted_policy --data rows.jsonl [--data ...] [--port 8000]
-        [--mode gold|wrong|malformed] [--tool-calls N] [--latency-ms MS] [--tokenizer qwen3|DIR]
+        [--mode gold|wrong|malformed] [--tool-calls N] [--latency-ms MS] [--tokenizer qwen3|FAMILY|DIR]
 
 Point NeMo Gym at it with policy_base_url=http://127.0.0.1:<port>/v1.
 """
@@ -38,8 +38,9 @@ def main() -> None:
     parser.add_argument(
         "--tokenizer",
         default=None,
-        help="answer as vLLM serving a real model would: its tokenizer and chat template (qwen3, or a directory "
-        "with tokenizer.json and tokenizer_config.json); also serves token-id /v1/completions and /generate",
+        help="answer as vLLM serving a real model would: its tokenizer and chat template (qwen3, a family of "
+        "prorl_gym/tokens/families.py, or a directory with tokenizer.json and tokenizer_config.json); also serves "
+        "token-id /v1/completions and /generate",
     )
     parser.add_argument(
         "--plain",

@@ -25,6 +25,11 @@ history does not reproduce:
   endoftext        the turn ends with <|endoftext|> (re-rendered with <|im_end|>)
 
 With no case, a conversation re-renders exactly as it was generated (the control).
+
+A family other than Qwen's (`--tokenizer llama3`, ... : prorl_gym/tokens/families.py) answers on the
+token-id routes only: each step sampled as its template writes that turn (`split` and `leading_newline`
+apply), the conversation read back by its template's assistant header; the task is found by the rows'
+user messages inside the prompt.
 """
 
 from __future__ import annotations
@@ -62,6 +67,12 @@ def drift_cases(first_user_text: str) -> set[str]:
 class RealTokens:
     def __init__(self, tokenizer: LocalTokenizer):
         self.tokenizer = tokenizer
+        source = tokenizer.template.source if tokenizer.template else ""
+        self.qwen = "<|im_start|>" in source  # Qwen's ChatML, its hermes calls and think blocks
+        if not self.qwen and tokenizer.template is not None:  # what opens an assistant turn
+            user = [{"role": "user", "content": "u"}]
+            opened = tokenizer.render(user, None, True)
+            self.header = opened[len(tokenizer.render(user, None, False)) :]
 
     # ------------------------------------------------------------------ what vLLM renders
     def chat_prompt(self, messages: list[dict], tools: list[dict] | None, kwargs: dict) -> list[int]:
@@ -87,6 +98,8 @@ class RealTokens:
 
     # ------------------------------------------------------------------ what the model samples
     def generate(self, step: Step, thinking: bool, cases: set[str]) -> list[int]:
+        if not self.qwen:
+            return self._as_templated(step, cases)
         tok = self.tokenizer
         content = step.content
         if "space_before_call" in cases and step.tool_calls:
@@ -110,6 +123,31 @@ class RealTokens:
             ids = tok.encode("\n") + ids
         return ids
 
+    def _as_templated(self, step: Step, cases: set[str]) -> list[int]:
+        """The step as the template writes an assistant turn (its first call where it takes one a turn)."""
+        tok, user = self.tokenizer, [{"role": "user", "content": "u"}]
+        calls = [
+            {
+                "id": f"call{i:05d}xx"[:9],
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for i, c in enumerate(step.tool_calls)
+        ]
+        message = {"role": "assistant", "content": step.content or None} | ({"tool_calls": calls} if calls else {})
+        try:
+            whole = tok.render([*user, message], None, False)
+        except Exception:  # noqa: BLE001 - a template that takes one call a turn (Llama 3.x raises on two)
+            whole = tok.render([*user, message | {"tool_calls": calls[:1]}], None, False)
+        text = whole[len(tok.render(user, None, True)) :]
+        end, at = min((text.find(tok.token(e)), e) for e in tok.end_ids if tok.token(e) in text)[::-1]
+        ids = tok.encode(text[:at])
+        if "split" in cases:
+            ids = _split(tok, ids, " should")
+        if "leading_newline" in cases:
+            ids = tok.encode("\n") + ids
+        return [*ids, end]
+
     def logprobs(self, ids: list[int]) -> list[float]:
         return [-0.01 * (1 + t % 7) for t in ids]  # deterministic, plausible
 
@@ -130,6 +168,9 @@ class RealTokens:
     def conversation_of(self, prompt: list[int]) -> Conversation:
         """What the policy reads of a rendered conversation (decoded once)."""
         text = self.tokenizer.decode(prompt)
+        if not self.qwen:  # the rows' user messages are found inside the whole text
+            names = set(re.findall(r'"name": "([^"]+)"', text))
+            return Conversation(user=text, turns=text.count(self.header) - 1, thinking=False, tools=names, text=text)
         return Conversation(
             user=text.split("<|im_start|>user\n", 1)[-1].split(self.tokenizer.eos_token, 1)[0],
             turns=text.count("<|im_start|>assistant\n") - 1,

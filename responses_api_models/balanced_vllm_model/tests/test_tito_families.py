@@ -228,3 +228,26 @@ def test_the_model_server_refuses_a_template_whose_bridge_differs(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="conversation's start differently"):  # BridgeMismatch, in pydantic's
         model_server(tokenizer=str(tmp_path), tool_parser="mistral")
+
+
+async def test_llama_through_the_model_server(tmp_path):
+    """The real model server in tito against the scripted policy answering as vLLM serving Llama 3.x would."""
+    from prorl_gym.pipeline.tokens import token_ids_contiguous
+    from responses_api_models.balanced_vllm_model.tests.harness import ROWS, Policies, Rollout, serve_model
+
+    policies = Policies(tmp_path)
+    settings = dict(token_mode="tito", tokenizer="llama3", tool_parser="llama3_json", reasoning_parser="none")
+    try:
+        (policy,) = await policies.start(1, args=("--tokenizer", "llama3"))
+        async with serve_model([policy.url], uses_reasoning_parser=True, **settings) as server:
+            rollout = Rollout(server)
+            turns = [await rollout.turn(), await rollout.turn()]
+    finally:
+        policies.stop_all()
+    assert [t.status for t in turns] == [200, 200], turns
+    items = [o for t in turns for o in t.body["output"]]
+    assert [o["type"] for o in items] == ["function_call", "message"]
+    assert json.loads(items[0]["arguments"]) and items[0]["name"] == "python"
+    assert token_ids_contiguous(items) is True
+    assert [t.body["metadata"]["prorl_prompt"] for t in turns] == ["rendered", "extended"]
+    assert items[-1]["content"][0]["text"].endswith("\\boxed{" + ROWS[0]["expected_answer"] + "}.")
