@@ -11,7 +11,7 @@ the previous reply's ids back itself, as a tito-aware client would) and once thr
 endpoint (the client sends its history without ids, as any harness does: the capture matches it and
 puts them back, and records the call). Direct and captured conversations alternate, so a change in
 the machine's speed falls on both. Reported: p50 and p90 of each call's wall time both ways and the
-difference (`added_p50_ms`, target <= 1 ms), and whether every captured segment is contiguous.
+difference (`added_p50_ms`, target <= 1 ms), and whether every captured branch (capture/export.py) is contiguous.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ import uvicorn
 from fastapi import FastAPI
 
 from benchmarks.common import emit, ms
-from prorl_gym.capture import CaptureGateway
+from prorl_gym.capture import CaptureGateway, export
 from prorl_gym.paths import REPO_ROOT
+from prorl_gym.pipeline.tokens import token_ids_contiguous
 from prorl_gym.stack import free_port, run_cli, stop_session
 from prorl_gym.testing import PYTHON_TOOL, DirectPeer, build_server
 from responses_api_models.balanced_vllm_model.app import BalancedVLLMModel
@@ -120,7 +121,7 @@ async def measure(conversations: int, log_dir: Path) -> dict:
                     if i >= 10:
                         direct += d
                         captured += c
-                        contiguous += [s.token_ids_contiguous for s in record.segments]
+                        contiguous += [token_ids_contiguous(b.output) for b in export(record.tree).branches]
             finally:
                 for server in (gateway_server, model_server):
                     server.should_exit = True
@@ -137,7 +138,7 @@ async def measure(conversations: int, log_dir: Path) -> dict:
         "captured_p90_ms": ms(p90(captured)),
         "added_p50_ms": ms(p50(captured) - p50(direct)),
         "contiguous_fraction": sum(c is True for c in contiguous) / len(contiguous),
-        "segments_per_conversation": len(contiguous) / conversations,
+        "branches_per_conversation": len(contiguous) / conversations,
     }
 
 

@@ -4,13 +4,20 @@
 
 A harness sends its whole history every call and never the token ids (it does not know them). A
 call whose messages are an earlier call's messages, then that call's reply as the harness got it,
-then new messages (tool results, a user turn) *extends* that call: the reply's ids are put back on
-its assistant message before the call is forwarded, so the model server's token-in/token-out mode
-builds the prompt from those exact ids (prorl_gym/tokens/prompt.py) instead of re-rendering text. A
-call that extends nothing (the first, or a harness that summarised or truncated its history) is
-rendered whole and starts a new segment; so does one that extends a call another call already
-extended (a retry, a branch). The record keeps every call as sent, and each segment as NeMo RL
-output items (every generation with prompt_token_ids, generation_token_ids, generation_log_probs).
+then new messages (tool results, a user turn), made under the same context (lineage.py: the same
+tools, template options, model), *extends* that call: the reply's ids are put back on its assistant
+message before the call is forwarded, so the model server's token-in/token-out mode builds the
+prompt from those exact ids (prorl_gym/tokens/prompt.py) instead of re-rendering text. Any other call
+(the first, a retry, a harness that summarised, truncated or edited its history, a subagent) is
+rendered whole.
+
+Whatever a call extends, its prompt ids, then its generated ids, go into the capture's token tree
+(tree.py): matched by ids to the longest prefix captured before, so a history edit or a retry is a
+branch sharing what it shares, a compaction or a subagent a root of its own (linked to the call that
+spawned it or wrote its summary, lineage.py), and every generated token is in the tree once, with
+its log-prob. The record keeps every call as sent (ids only in the tree) and the tree; export.py
+makes a trainer's branches of it, and `transcript` the rollout's response: the branch of the last
+call, as NeMo RL output items.
 
 Pure bookkeeping: no I/O. gateway.py serves it over HTTP.
 """
@@ -26,8 +33,9 @@ from typing import Any
 from nemo_gym.responses_converter import ResponsesConverter
 from pydantic import BaseModel, ConfigDict, Field
 
+from prorl_gym.capture.lineage import RootLink, context_key, root_link
+from prorl_gym.capture.tree import TokenTree, TreeNode
 from prorl_gym.errors import ProrlError
-from prorl_gym.pipeline.tokens import token_ids_contiguous
 from prorl_gym.tokens.template import text_of
 
 ID_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
@@ -54,34 +62,98 @@ class CaptureRefused(ProrlError):
 
 class CapturedCall(BaseModel):
     index: int
-    segment: int
     extends: int | None  # the call whose reply this call's history continues, ids re-attached
     protocol: str = "chat_completions"  # what the harness spoke (capture/protocols.py)
     messages: list[dict[str, Any]]  # as the harness sent them (as chat messages, whatever it spoke)
     params: dict[str, Any]  # the rest of its request: sampling parameters, tools, ...
-    reply: dict[str, Any]  # the assistant message the model server answered, ids included
+    context: str = ""  # lineage.context_key of params: what rendered its prompt besides the messages
+    reply: dict[str, Any]  # the assistant message the model server answered (its ids are in the tree)
     finish_reason: str | None = None
     latency_s: float
     policy_version: int | None = None  # the weights that answered it (pipeline/policy.py), if the agent knows
-
-
-class Segment(BaseModel):
-    calls: list[int]  # indices into the capture's calls, each extending the one before
-    input: list[dict[str, Any]]  # the messages of its first call: the harness's prompt, as sent
-    # NeMo RL output items of everything after them, up to the last call's reply: each generation
-    # (with its ids), tool results, later user turns
-    output: list[dict[str, Any]]
-    token_ids_contiguous: bool | None
+    # In the token tree (none of these without ids: a model server not in token-in/token-out mode):
+    node: int | None = None  # the tree node its generation ends at
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    shared_tokens: int = 0  # leading prompt tokens captured before it (by an earlier call's prompt or generation)
+    parent: int | None = None  # the call that sampled the last generated token it shares (None: a root)
+    link: RootLink | None = None  # a root's origin: the call that spawned it (subagent) or summarised for it
 
 
 class CaptureRecord(BaseModel):
     calls: list[CapturedCall]
-    segments: list[Segment]
+    tree: list[TreeNode] = Field(default_factory=list)  # every call's tokens, each generated one once
     stopped: str | None = None  # why the capture refused a call (a limit), if it did
     policy_errors: list[str] = Field(default_factory=list)  # calls the model server failed (not recorded above)
     output_tokens: int = 0
     wall_s: float = 0.0
     harness_output: str = ""  # what a harness run inside the sandbox printed (the tail), set by the RUN stage
+
+    def generation(self, call: int) -> tuple[list[int], list[float]]:
+        """What a call sampled: its generated ids and their log-probs, from the tree."""
+        node, ids, log_probs = self.calls[call].node, [], []
+        while node is not None and self.tree[node].call == call:  # its nodes: the last ones on its path
+            ids[:0], log_probs[:0] = self.tree[node].tokens, self.tree[node].log_probs or []
+            node = self.tree[node].parent
+        return ids, log_probs
+
+    def transcript(self) -> tuple[list[dict], list[dict]]:
+        """The branch of the last call as its conversation: (its prompt messages, NeMo RL output items of
+        the rest). Each earlier reply whose whole generation lies on the branch carries its ids, its
+        prompt ids read from the tree, so the items are contiguous whatever the harness rewrote; a reply
+        the branch holds only in part (edited later) or not at all is text, its tokens in the next prompt."""
+        if not self.calls:
+            return [], []
+        last = self.calls[-1]
+        messages = [dict(m) for m in last.messages] + [dict(last.reply)]
+        if last.node is not None:
+            spans = _generated_spans(self.tree, last.node)
+            *earlier, (_, start, end, sequence, log_probs) = spans
+            at = 0
+            for call, s, e, _, _ in earlier:
+                if e - s != self.calls[call].generated_tokens:
+                    continue
+                key = message_key(self.calls[call].reply)
+                found = next((i for i in range(at, len(messages) - 1) if message_key(messages[i]) == key), None)
+                if found is not None:
+                    messages[found] |= _span_ids(sequence, log_probs, s, e)
+                    at = found + 1
+            messages[-1] |= _span_ids(sequence, log_probs, start, end)
+        first = next(i for i, m in enumerate(messages) if m.get("role") == "assistant")
+        converter = ResponsesConverter(return_token_id_information=True)
+        items = [i.model_dump() for i in converter.chat_completions_messages_to_responses_items(messages[first:])]
+        return messages[:first], items
+
+
+def _generated_spans(tree: list[TreeNode], end: int) -> list[tuple[int, int, int, list[int], list[float]]]:
+    """The generated runs on the path to `end`, one per call: (call, start, end, the path's tokens, its
+    log-probs by position) - the last two shared by every run."""
+    path = []
+    at: int | None = end
+    while at is not None:
+        path.append(at)
+        at = tree[at].parent
+    sequence: list[int] = []
+    log_probs: list[float] = []
+    spans: list = []
+    for index in reversed(path):
+        node = tree[index]
+        if node.call is not None:
+            if spans and spans[-1][0] == node.call and spans[-1][2] == len(sequence):
+                spans[-1][2] += len(node.tokens)
+            else:
+                spans.append([node.call, len(sequence), len(sequence) + len(node.tokens)])
+        sequence += node.tokens
+        log_probs += node.log_probs or [0.0] * len(node.tokens)
+    return [(c, s, e, sequence, log_probs) for c, s, e in spans]
+
+
+def _span_ids(sequence: list[int], log_probs: list[float], start: int, end: int) -> dict:
+    return {
+        "prompt_token_ids": sequence[:start],
+        "generation_token_ids": sequence[start:end],
+        "generation_log_probs": log_probs[start:end],
+    }
 
 
 def _tool_call_key(call: dict) -> tuple:
@@ -113,7 +185,7 @@ class _Call:
     record: CapturedCall
     keys: list[str]  # message_key of each message it sent
     reply_key: str
-    extended_by: int | None = None
+    ids: dict  # the reply's ids as the model server gave them (put back on it when a call extends it)
 
 
 @dataclass
@@ -128,7 +200,7 @@ class Trajectory:
     ended: bool = False  # the rollout ended: no more calls
     policy_errors: list[str] = field(default_factory=list)
     _calls: list[_Call] = field(default_factory=list)
-    _segments: list[list[int]] = field(default_factory=list)
+    _tree: TokenTree = field(default_factory=TokenTree)
 
     def admit(self) -> None:
         """Raise CaptureRefused if no further call may be forwarded (and say why from now on)."""
@@ -149,11 +221,14 @@ class Trajectory:
         it extends (None: rendered whole)."""
         messages = list(body.get("messages") or [])
         keys = [message_key(m) for m in messages]
+        context = context_key(body)
         for call in reversed(self._calls):
             n = len(call.keys)
-            if len(keys) > n and keys[:n] == call.keys and keys[n] == call.reply_key:
+            if len(keys) > n and keys[n] == call.reply_key and keys[:n] == call.keys:
+                if call.record.context != context:  # other tools or template options: the old ids are not this prompt
+                    break
                 messages = [_without_ids(m) for m in messages]  # only ids the model produced, and only here
-                messages[n] |= _ids(call.record.reply)
+                messages[n] |= call.ids
                 return self._forwarded({**body, "messages": messages}), call.record.index
         return self._forwarded({**body, "messages": [_without_ids(m) for m in messages]}), None
 
@@ -181,58 +256,40 @@ class Trajectory:
         """Record a forwarded call and its completion; the completion as the harness gets it (no ids)."""
         choice = (completion.get("choices") or [{}])[0]
         reply = dict(choice.get("message") or {})
+        ids = _ids(reply)
         index = len(self._calls)
-        parent = self._calls[extends] if extends is not None else None
-        if parent is not None and parent.extended_by is None:
-            segment = parent.record.segment
-            self._segments[segment].append(index)
-        else:  # first of a segment: nothing to extend, or its call was extended already (a retry, a branch)
-            segment = len(self._segments)
-            self._segments.append([index])
-        if parent is not None:
-            parent.extended_by = index
         messages = [_without_ids(m) for m in body.get("messages") or []]
         params = {k: v for k, v in body.items() if k != "messages"}
         record = CapturedCall(
             index=index,
-            segment=segment,
             extends=extends,
             protocol=protocol,
             messages=messages,
             params=params,
-            reply=reply,
+            context=context_key(params),
+            reply=_without_ids(reply),
             finish_reason=choice.get("finish_reason"),
             latency_s=latency_s,
             policy_version=policy_version,
         )
-        self._calls.append(_Call(record, [message_key(m) for m in messages], message_key(reply)))
-        self.output_tokens += len(reply.get("generation_token_ids") or [])
+        prompt, generated = ids.get("prompt_token_ids"), ids.get("generation_token_ids")
+        log_probs = ids.get("generation_log_probs") or []
+        if prompt and generated and len(log_probs) == len(generated):  # else not trainable: not in the tree
+            placed = self._tree.insert(index, prompt, generated, log_probs, extends)
+            record.node, record.shared_tokens, record.parent = placed.node, placed.shared, placed.parent
+            record.prompt_tokens, record.generated_tokens = len(prompt), len(generated)
+            if placed.parent is None and index:
+                record.link = root_link(messages, [(c.record.index, c.record.reply) for c in self._calls])
+        self._calls.append(_Call(record, [message_key(m) for m in messages], message_key(reply), ids))
+        self.output_tokens += len(generated or [])
         harness_choice = {**choice, "message": _without_ids(reply)}
         return {**completion, "choices": [harness_choice, *(completion.get("choices") or [])[1:]]}
 
     def record(self) -> CaptureRecord:
-        converter = ResponsesConverter(return_token_id_information=True)
-        segments = []
-        for indices in self._segments:
-            last = self._calls[indices[-1]].record
-            messages = [dict(m) for m in last.messages]
-            for i in indices[:-1]:  # each earlier call's reply sits where the next call's history extends it
-                call = self._calls[i]
-                messages[len(call.keys)] |= _ids(call.record.reply)
-            messages.append(last.reply)
-            first = len(self._calls[indices[0]].keys)
-            items = [i.model_dump() for i in converter.chat_completions_messages_to_responses_items(messages[first:])]
-            segments.append(
-                Segment(
-                    calls=indices,
-                    input=[dict(m) for m in messages[:first]],
-                    output=items,
-                    token_ids_contiguous=token_ids_contiguous(items),
-                )
-            )
         return CaptureRecord(
-            calls=[c.record for c in self._calls],
-            segments=segments,
+            # a call's generation may end at another node now: a later call's prompt split it
+            calls=[c.record.model_copy(update={"node": self._tree.end_of(c.record.index)}) for c in self._calls],
+            tree=self._tree.nodes(),
             stopped=self.stopped,
             policy_errors=list(self.policy_errors),
             output_tokens=self.output_tokens,

@@ -97,7 +97,7 @@ class RolloutRecord(BaseModel):
     host: str | None = Field(None, description="where the rollout's sandbox ran (host or node)")
     snapshots: list[TurnSnapshot] = Field(default_factory=list, description="with snapshots: every_turn")
     capture: dict[str, Any] | None = Field(
-        None, description="with a harness: every policy call it made, as sent, with ids, and its segments"
+        None, description="with a harness: every policy call it made, as sent, and the token tree of them all (ids)"
     )
     branched_from: BranchedFrom | None = Field(None, description="a branch: the rollout and turn it continues")
     attempts: int = Field(1, description="how many times the rollout was run (infrastructure failures are retried)")

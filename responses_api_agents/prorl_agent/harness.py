@@ -240,13 +240,13 @@ class HarnessLoop:
         return result
 
     def _account(self, capture: CaptureRecord) -> None:
-        """The record's transcript is the segment of the harness's last call (its whole history, ids on
-        every generation it holds); every call and segment is in `capture`."""
+        """The record's transcript is the branch of the harness's last call (its history, ids on every
+        generation of it the branch holds whole, contiguous); every call and the whole token tree are
+        in `capture` (prorl_gym/capture/export.py makes a trainer's branches of it)."""
         self.stats.turns = len(capture.calls)
         self.stats.output_tokens = capture.output_tokens
         self.stats.policy_s = sum(c.latency_s for c in capture.calls)
         self.stats.policy_versions = [c.policy_version for c in capture.calls if c.policy_version is not None]
         kinds = ["extended" if c.extends is not None else "rendered" for c in capture.calls]
         self.stats.token_prompts = {k: kinds.count(k) for k in set(kinds)}
-        if capture.calls:
-            self.outputs = list(capture.segments[capture.calls[-1].segment].output)
+        self.outputs = capture.transcript()[1]

@@ -10,80 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import asynccontextmanager
 
 import aiohttp
 import pytest
-import pytest_asyncio
-import uvicorn
-from fastapi import FastAPI
 from openai import AsyncOpenAI, PermissionDeniedError
 
-from prorl_gym.capture import CaptureGateway
-from prorl_gym.stack import free_port
-from prorl_gym.testing import PYTHON_TOOL, DirectPeer
+from prorl_gym.capture import export, tree_from_export
+from prorl_gym.pipeline.tokens import token_ids_contiguous
 from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
-from responses_api_models.balanced_vllm_model.tests.harness import ROWS, Policies, serve_model
 from responses_api_models.scripted_policy.real_tokens import DRIFT_CASES
+from tests.capture.servers import TOOLS, open_capture, row_for, sampled
 
 try:
     qwen3()
 except TokenizerNotFound as exc:  # make setup installs it; elsewhere the reason is given
     pytest.skip(str(exc), allow_module_level=True)
 
-TOOLS = [PYTHON_TOOL]
-
-
-def row_for(case: str | None, n: int = 0) -> dict:
-    row = json.loads(json.dumps(ROWS[n]))
-    if case:
-        user = next(m for m in row["responses_create_params"]["input"] if m["role"] == "user")
-        user["content"] += f"\n[drift: {case}]"
-    return row
-
-
-pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def stack(tmp_path_factory):
-    """(gateway, its URL, the policy): the scripted policy, the model server (tito, Qwen3), the gateway."""
-    tmp_path = tmp_path_factory.mktemp("capture")
-    data = tmp_path / "rows.jsonl"
-    data.write_text("".join(json.dumps(row_for(c, n)) + "\n" for c in (None, *DRIFT_CASES) for n in (0, 1)))
-    policies = Policies(tmp_path)
-    try:
-        (policy,) = await policies.start(1, data=data, args=("--tokenizer", "qwen3"))
-        settings = dict(uses_reasoning_parser=True, token_mode="tito", tokenizer="qwen3")
-        async with serve_model([policy.url], **settings) as server:
-            gateway = CaptureGateway(DirectPeer(server.url, server.http), "policy_model", call_timeout_s=30)
-            async with serve(gateway) as url:
-                yield gateway, url, policy
-    finally:
-        policies.stop_all()
-
-
-@asynccontextmanager
-async def serve(gateway: CaptureGateway):
-    app = FastAPI()
-    app.include_router(gateway.router())
-    port = free_port()
-    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    task = asyncio.create_task(uv.serve())
-    while not uv.started:
-        assert not task.done(), "gateway failed to start"
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        uv.should_exit = True
-        await task
-
-
-async def open_capture(url: str, **limits) -> tuple[str, AsyncOpenAI]:
-    async with aiohttp.ClientSession() as http, http.post(f"{url}/capture", json=limits) as r:
-        opened = await r.json()
-    return opened["key"], AsyncOpenAI(base_url=url + opened["base_path"], api_key="unused", max_retries=0)
+pytestmark = pytest.mark.asyncio(loop_scope="package")
 
 
 async def harness(client: AsyncOpenAI, row: dict, rewrite_history: bool = False) -> list[dict]:
@@ -105,37 +48,41 @@ async def harness(client: AsyncOpenAI, row: dict, rewrite_history: bool = False)
     raise AssertionError("the scripted policy never answered")
 
 
-async def sampled(policy) -> list[list[int]]:
-    async with aiohttp.ClientSession() as http, http.get(policy.url.removesuffix("/v1") + "/sampled") as r:
-        return [s["ids"] for s in await r.json()]
-
-
 @pytest.mark.parametrize("case", [None, *DRIFT_CASES])
 async def test_a_harness_extending_its_history_gets_one_exact_contiguous_trajectory(stack, case):
     gateway, url, policy = stack
     key, client = await open_capture(url)
     await harness(client, row_for(case))
     record = gateway.end(key)
-    assert [c.extends for c in record.calls] == [None, 0]
-    (segment,) = record.segments
-    assert segment.calls == [0, 1] and segment.token_ids_contiguous is True, case
-    generated = [[int(t) for t in o["generation_token_ids"]] for o in segment.output if "generation_token_ids" in o]
+    assert [c.extends for c in record.calls] == [None, 0] and [c.parent for c in record.calls] == [None, 0]
+    (branch,) = export(record.tree).branches  # one conversation, every reply sent back as generated: one branch
+    generated = [o["generation_token_ids"] for o in branch.output]
     assert generated == (await sampled(policy))[-2:], case  # what the policy sampled, never a re-encoding
-    assert segment.output[-1]["type"] == "message"
-    assert segment.input == row_for(case)["responses_create_params"]["input"]  # the prompt, kept out of output
-    assert not [o for o in segment.output if o.get("role") in ("system", "user")]
-    assert {"function_call", "function_call_output"} <= {o["type"] for o in segment.output}
+    assert [record.generation(c.index)[0] for c in record.calls] == generated
+    given, output = record.transcript()
+    assert token_ids_contiguous(output) is True, case
+    assert [o["generation_token_ids"] for o in output if "generation_token_ids" in o] == generated
+    assert output[-1]["type"] == "message"
+    assert given == row_for(case)["responses_create_params"]["input"]  # the prompt, kept out of output
+    assert not [o for o in output if o.get("role") in ("system", "user")]
+    assert {"function_call", "function_call_output"} <= {o["type"] for o in output}
     assert record.calls[0].messages[0] == row_for(case)["responses_create_params"]["input"][0]  # as sent
 
 
-async def test_a_harness_that_rewrites_its_history_gets_separate_segments(stack):
-    gateway, url, _ = stack
+async def test_a_harness_that_rewrites_its_history_gets_a_branch_per_rewrite(stack):
+    gateway, url, policy = stack
     key, client = await open_capture(url)
     await harness(client, row_for(None), rewrite_history=True)
     record = gateway.end(key)
-    assert [c.extends for c in record.calls] == [None, None]
-    assert [s.calls for s in record.segments] == [[0], [1]]
-    assert all(s.token_ids_contiguous for s in record.segments)
+    assert [c.extends for c in record.calls] == [None, None]  # its history is not what was generated: rendered whole
+    # the second prompt leaves the tree where the rewritten reply starts: all of the first prompt is shared
+    assert record.calls[1].shared_tokens == record.calls[0].prompt_tokens and record.calls[1].parent is None
+    exported = export(record.tree)
+    assert [[o["generation_token_ids"] for o in b.output] for b in exported.branches] == [
+        [g] for g in (await sampled(policy))[-2:]
+    ]
+    assert all(token_ids_contiguous(b.output) for b in exported.branches)
+    assert tree_from_export(exported) == record.tree
 
 
 async def test_concurrent_rollouts_never_see_each_others_calls(stack):
@@ -147,7 +94,7 @@ async def test_concurrent_rollouts_never_see_each_others_calls(stack):
         record = gateway.end(key)
         firsts = {json.dumps(c.messages[: len(row["responses_create_params"]["input"])]) for c in record.calls}
         assert firsts == {json.dumps(row["responses_create_params"]["input"])}
-        assert len(record.calls) == 2 and record.segments[0].token_ids_contiguous
+        assert len(record.calls) == 2 and token_ids_contiguous(record.transcript()[1]) is True
 
 
 async def test_calls_after_the_rollout_ended_are_refused(stack):
@@ -251,10 +198,10 @@ async def test_a_harness_on_another_protocol_gets_the_same_exact_trajectory(stac
     record = gateway.end(key)
     assert [c.protocol for c in record.calls] == [protocol.removesuffix("_streamed")] * 2
     assert record.calls[0].messages[:2] == row_for(case)["responses_create_params"]["input"][:2]  # system, user
-    assert [c.extends for c in record.calls] == [None, 0]
-    (segment,) = record.segments
-    assert segment.token_ids_contiguous is True, (protocol, case)
-    generated = [[int(t) for t in o["generation_token_ids"]] for o in segment.output if "generation_token_ids" in o]
+    assert [c.extends for c in record.calls] == [None, 0] and [c.parent for c in record.calls] == [None, 0]
+    (branch,) = export(record.tree).branches
+    assert token_ids_contiguous(branch.output) is True, (protocol, case)
+    generated = [o["generation_token_ids"] for o in branch.output]
     assert generated == (await sampled(policy))[-2:]  # what the policy sampled, never a re-encoding
 
 
@@ -273,8 +220,10 @@ async def test_ids_a_harness_sends_never_reach_the_model(stack):
     await client.chat.completions.create(model="policy", messages=messages, tools=TOOLS)
     record = gateway.end(key)
     assert [c.extends for c in record.calls] == [None, 0]
-    ids = [o.get("generation_token_ids") for s in record.segments for o in s.output]
+    ids = [n.tokens for n in record.tree if n.call is not None]
     assert [4] not in ids and not [m for c in record.calls for m in c.messages if "prompt_token_ids" in m]
+    first, second = record.calls
+    assert second.shared_tokens >= first.prompt_tokens  # the real prompt; the forged ids are nowhere
 
 
 async def test_a_malformed_call_in_any_protocol_is_a_4xx_with_the_reason(stack):

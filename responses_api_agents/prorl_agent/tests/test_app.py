@@ -330,7 +330,8 @@ def test_the_agent_serves_capture_endpoints_for_harnesses_sticky_on_one_model_se
     assert client.post(f"{opened['base_path']}/chat/completions", json={"messages": messages}).status_code == 200
     assert seen_cookies == [{}, {"session": "s1"}]  # the model server's session kept: one endpoint per rollout
     record = client.post(f"/capture/{opened['key']}/end").json()
-    assert [c["extends"] for c in record["calls"]] == [None, 0] and record["segments"][0]["token_ids_contiguous"]
+    assert [c["extends"] for c in record["calls"]] == [None, 0] and [c["parent"] for c in record["calls"]] == [None, 0]
+    assert [n["tokens"] for n in record["tree"]] == [[1, 2], [3], [9], [3]]  # prompt, generated, prompt, generated
     late = client.post(f"{opened['base_path']}/chat/completions", json={"messages": messages})
     assert late.status_code == 410 and late.json()["error"]["type"] == "capture_refused"
     assert client.post(f"{opened['base_path']}/chat/completions", json={"messages": []}).status_code == 422

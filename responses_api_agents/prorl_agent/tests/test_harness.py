@@ -19,9 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from prorl_gym.capture import CaptureRecord, export, tree_from_export
 from prorl_gym.client import ProRLClient, agent_url
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
+from prorl_gym.pipeline.tokens import token_ids_contiguous
 from prorl_gym.stack import collected_records
 from prorl_gym.testing import built_harness_envs, harness_stack
 from prorl_gym.tokens.template import text_of
@@ -114,24 +116,31 @@ def test_every_call_of_the_harness_is_captured_with_the_ids_the_policy_sampled(r
     with urllib.request.urlopen(f"http://127.0.0.1:{stack.policy_port}/sampled", timeout=10) as response:
         sampled = {tuple(s["ids"]) for s in json.load(response)}
     for record in (r for rs in records.values() for r in rs):
-        calls, segments = record["capture"]["calls"], record["capture"]["segments"]
+        capture = CaptureRecord.model_validate(record["capture"])
+        calls = capture.calls
         assert len(calls) == record["num_turns"] >= 2
+        exported = export(capture.tree)
         if extends_all:  # it sends its whole history every call, as generated: each call extends the one before
-            assert [c["extends"] for c in calls] == [None, *range(len(calls) - 1)] and len(segments) == 1
-        else:  # where it rewrote its history (Claude Code drops a leading `cd <cwd> &&` from a command), a new segment
-            assert all(c["extends"] in (None, c["index"] - 1) for c in calls)
-            assert len(segments) == 1 + sum(c["extends"] is None for c in calls[1:])
-        assert all(s["token_ids_contiguous"] is True for s in segments)
-        assert record["token_ids_contiguous"] is True  # the record's transcript: the last segment
-        generated = [
-            tuple(o["generation_token_ids"]) for s in segments for o in s["output"] if "generation_token_ids" in o
-        ]
-        assert len(generated) == len(calls) and set(generated) <= sampled  # never a re-encoding of text
-        kinds = {"rendered": len(segments), "extended": len(calls) - len(segments)}
+            assert [c.extends for c in calls] == [c.parent for c in calls] == [None, *range(len(calls) - 1)]
+            assert len(exported.branches) == 1
+        else:  # where it rewrote its history (Claude Code drops a leading `cd <cwd> &&` from a command), the call
+            # was rendered whole, and its prompt leaves the tree where the edit is: a branch, never a new root
+            assert all(c.extends in (None, c.index - 1) for c in calls)
+            assert all(c.parent is not None and c.parent < c.index for c in calls[1:])
+        generated = [tuple(capture.generation(c.index)[0]) for c in calls]
+        assert set(generated) <= sampled and all(generated)  # every call's ids as sampled, never a re-encoding
+        assert sum(sum(b.loss_mask) for b in exported.branches) == exported.generated_tokens == capture.output_tokens
+        assert all(token_ids_contiguous(b.output) is True for b in exported.branches)
+        assert tree_from_export(exported) == capture.tree
+        assert record["token_ids_contiguous"] is True  # the record's transcript: the last call's branch
+        kinds = {
+            "rendered": sum(c.extends is None for c in calls),
+            "extended": sum(c.extends is not None for c in calls),
+        }
         assert record["token_prompts"] == {k: n for k, n in kinds.items() if n}
-        first_user = next(m for m in calls[0]["messages"] if m["role"] == "user")
+        first_user = next(m for m in calls[0].messages if m["role"] == "user")
         assert text_of(first_user["content"]).startswith(prompt)  # its own prompt around the task, as sent
-        assert {c["protocol"] for c in calls} == {protocol}
+        assert {c.protocol for c in calls} == {protocol}
 
 
 def test_the_job_api_runs_a_harness_agent_as_any_other(stack):
@@ -147,4 +156,4 @@ def test_the_job_api_runs_a_harness_agent_as_any_other(stack):
 
     records = asyncio.run(submit_and_stream())
     assert [(r.reward, r.failure, r.stop_reason) for r in records] == [(1.0, None, "submitted")] * 2
-    assert all(r.capture["segments"][0]["token_ids_contiguous"] is True for r in records)
+    assert all(r.token_ids_contiguous is True and r.capture["calls"][-1]["node"] is not None for r in records)
