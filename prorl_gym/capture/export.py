@@ -89,7 +89,7 @@ def export(nodes: list[TreeNode], normalization: Normalization = "token") -> Tre
                     last["generation_log_probs"] += node.log_probs or []
                     last["end"] += len(node.tokens)
                 else:
-                    items.append(_item(sequence, node))
+                    items.append(_item(sequence, node, index))
             sequence += node.tokens
             mask += [int(own)] * len(node.tokens)
         branches.append(
@@ -103,8 +103,10 @@ def export(nodes: list[TreeNode], normalization: Normalization = "token") -> Tre
     return TreeExport(normalization=normalization, generated_tokens=generated, branches=branches)
 
 
-def _item(before: list[int], node: TreeNode) -> dict:
+def _item(before: list[int], node: TreeNode, index: int) -> dict:
+    """An output message for training (NeMo Gym's model of one), its id named after the tree node."""
     return {
+        "id": f"msg_node_{index}",
         "type": "message",
         "role": "assistant",
         "status": "completed",

@@ -37,8 +37,8 @@ from prorl_gym.capture.lineage import RootLink, context_key, root_link
 from prorl_gym.capture.tree import TokenTree, TreeNode
 from prorl_gym.errors import ProrlError
 from prorl_gym.tokens.template import text_of
+from prorl_gym.wire.items import TRAINING_FIELDS
 
-ID_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)  # a reasoning model's thinking, leading its text
 
 
@@ -299,8 +299,8 @@ class Trajectory:
 
 def _ids(reply: dict) -> dict:
     """The reply's token ids (none from a model server not in token-in/token-out mode)."""
-    return {k: reply[k] for k in ID_FIELDS if reply.get(k) is not None}
+    return {k: reply[k] for k in TRAINING_FIELDS if reply.get(k) is not None}
 
 
 def _without_ids(message: dict) -> dict:
-    return {k: v for k, v in message.items() if k not in ID_FIELDS}
+    return {k: v for k, v in message.items() if k not in TRAINING_FIELDS}

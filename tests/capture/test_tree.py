@@ -11,12 +11,14 @@ import subprocess
 import sys
 
 import pytest
+from nemo_gym.openai_utils import NeMoGymResponseOutputMessageForTraining
 
 from prorl_gym.capture import export, tree_from_export
 from prorl_gym.capture.export import BrokenExport, branch_paths
 from prorl_gym.capture.tree import TokenTree, common_prefix
 from prorl_gym.jsonl import read_jsonl, write_jsonl
 from prorl_gym.pipeline.tokens import token_ids_contiguous
+from prorl_gym.wire.items import validate_item
 
 
 def lp(ids: list[int]) -> list[float]:
@@ -155,6 +157,7 @@ def test_every_generated_token_is_in_the_tree_once_after_the_prompt_it_was_sampl
     assert sum(sum(b.loss_mask) for b in exported.branches) == exported.generated_tokens  # each trained once
     for branch in exported.branches:
         assert token_ids_contiguous(branch.output) is True
+        assert {type(validate_item(o)) for o in branch.output} == {NeMoGymResponseOutputMessageForTraining}
         sequence = branch.output[-1]["prompt_token_ids"] + branch.output[-1]["generation_token_ids"]
         trained = [t for o in branch.output for t in o["generation_token_ids"]]
         assert trained == [t for t, m in zip(sequence, branch.loss_mask) if m]
