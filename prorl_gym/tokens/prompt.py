@@ -158,8 +158,11 @@ def bridge_from_tokens(tokens: list[int], token_strs: list[str], ends: frozenset
         if MARK in text:
             marker = index
             break
-    if marker is None:
-        raise ValueError("the marker of the bridge was not found in the tokens")
+    if marker is None:  # e.g. Llama's template writes no content beside an assistant's tool calls
+        raise ValueError(
+            "the marker of the bridge was not found in the tokens (the template does not write an assistant's "
+            "content beside its tool calls): use a local tokenizer (tokenizer: a family or a directory)"
+        )
     for after in range(marker + 1, len(tokens)):
         if tokens[after] in ends:
             return tokens[after], tokens[after + 1 :]

@@ -91,6 +91,9 @@ class RealTokens:
         else:
             text = body.get("prompt", "")
         tokens = self.tokenizer.encode(text)
+        bos = self.tokenizer.token_id(self.tokenizer.config.get("bos_token") or "")
+        if "messages" not in body and body.get("add_special_tokens", True) and bos is not None:
+            tokens = [bos, *tokens]  # as vLLM: a prompt gets the tokenizer's BOS unless told otherwise
         out = {"count": len(tokens), "max_model_len": 1 << 20, "tokens": tokens}
         if body.get("return_token_strs"):
             out["token_strs"] = [self.tokenizer.token(t) for t in tokens]

@@ -251,3 +251,27 @@ async def test_llama_through_the_model_server(tmp_path):
     assert token_ids_contiguous(items) is True
     assert [t.body["metadata"]["prorl_prompt"] for t in turns] == ["rendered", "extended"]
     assert items[-1]["content"][0]["text"].endswith("\\boxed{" + ROWS[0]["expected_answer"] + "}.")
+
+
+async def test_endpoint_tokens_ask_without_special_tokens(tmp_path):
+    """vLLM's /tokenize adds BOS to a prompt unless told not to (the scripted policy does the same with
+    Llama's tokenizer): end tokens asked without special tokens are single ids, so the turn is served."""
+    from responses_api_models.balanced_vllm_model.tests.harness import Policies, Rollout, serve_model
+
+    policies = Policies(tmp_path)
+    ends = ["<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"]
+    settings = dict(token_mode="tito", tokenizer="endpoint", end_tokens=ends, tool_parser="llama3_json")
+    try:
+        (policy,) = await policies.start(1, args=("--tokenizer", "llama3"))
+        async with serve_model(
+            [policy.url], uses_reasoning_parser=True, reasoning_parser="none", **settings
+        ) as server:
+            async with server.http.post(
+                policy.url.removesuffix("/v1") + "/tokenize", json={"prompt": "<|eot_id|>"}
+            ) as r:
+                assert len((await r.json())["tokens"]) == 2  # BOS added by default, as vLLM does
+            turn = await Rollout(server).turn()
+    finally:
+        policies.stop_all()
+    assert turn.status == 200, turn.body
+    assert [o["type"] for o in turn.body["output"]] == ["function_call"]
