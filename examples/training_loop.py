@@ -13,7 +13,9 @@ group-normalised advantages (GRPO), the input of a policy update. With --train-s
 --weight-updates it trains for that long and tells the service each new policy version: in
 async mode (the default) the next step generates while this one trains and generation is paused
 around the weight update (a rollout may then span two versions: --max-staleness bounds it); in
-sync mode it generates, then trains. --deadline-s ends a step's batch then, stragglers cancelled.
+sync mode it generates, then trains. --deadline-s ends a step's batch then, stragglers cancelled;
+--stragglers backfill (or evict) replaces (or drops) a sample that runs past --straggler-k times the
+p50 of its step's finished samples, instead of the step waiting for it.
 A policy the service declares down (no endpoint healthy for its grace period) ends the loop: said on
 the terminal, exit 1. Ctrl-C, SIGTERM and SIGHUP stop it and the stack it started (exit 128 + signal).
 
@@ -131,6 +133,7 @@ async def training_loop(
     max_staleness: int | None = None,
     deadline_s: float | None = None,
     on_event: Callable = policy_down_raises,
+    stragglers: dict | None = None,
 ) -> list[StepReport]:
     """Run `steps` training steps; `update` stands for the policy update on the kept groups, `train_s`
     for the time it takes. async: step n+1's batch is generated while step n trains (the service never
@@ -138,7 +141,8 @@ async def training_loop(
     the policy is at (step n's update makes version n+1): in async mode generation is paused around the
     update (calls in flight aborted and issued again under the new weights), so a rollout may span two
     versions (max_staleness bounds it). deadline_s: a step's batch ends then, its stragglers cancelled.
-    on_event: each event of the streams (by default a policy declared down raises PolicyDown)."""
+    on_event: each event of the streams (by default a policy declared down raises PolicyDown).
+    stragglers: each batch's straggler control ({"policy": "backfill", "k": 3.0}, docs/job_api.md)."""
     prompts = itertools.cycle(range(len(rows)))
 
     async def submit(step: int) -> tuple[Batch, dict[str, int], float]:
@@ -152,6 +156,7 @@ async def training_loop(
             stop_after=stop_after,  # a restarted trainer gets the same batch back
             max_staleness=max_staleness,
             deadline_s=deadline_s,
+            stragglers=stragglers,
         )
         prompt_of = {job_id: chosen[k // group_size] for k, job_id in enumerate(batch.job_ids)}
         return batch, prompt_of, time.perf_counter()
@@ -212,6 +217,7 @@ async def run(args: argparse.Namespace, head_url: str | None = None) -> None:
             weight_updates=args.weight_updates,
             max_staleness=args.max_staleness,
             deadline_s=args.deadline_s,
+            stragglers={"policy": args.stragglers, "k": args.straggler_k} if args.stragglers else None,
         )
         for report in reports:
             print(report.line(), flush=True)
@@ -241,6 +247,8 @@ def main() -> int:
     parser.add_argument("--weight-updates", action="store_true", help="tell the service each new policy version")
     parser.add_argument("--max-staleness", type=int, default=None, help="versions a rollout may lag (async)")
     parser.add_argument("--deadline-s", type=float, default=None, help="a step's batch ends then")
+    parser.add_argument("--stragglers", choices=("wait", "backfill", "evict"), default=None, help="per-sample control")
+    parser.add_argument("--straggler-k", type=float, default=3.0, help="a straggler runs past k x its step's p50")
     args = parser.parse_args()
     try:
         if args.start_stack:

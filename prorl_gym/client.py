@@ -45,6 +45,7 @@ from prorl_gym.wire.jobs import (
     PolicyState,
     Sampling,
     Status,
+    Stragglers,
     SubmitRequest,
 )
 from prorl_gym.wire.records import RolloutRecord
@@ -128,6 +129,7 @@ class ProRLClient:
         max_staleness: int | None = None,
         on_stale: Literal["rerun", "flag"] = "rerun",
         target_groups: int | None = None,
+        stragglers: Stragglers | dict | None = None,
     ) -> Batch:
         """Hand over a batch; returns at once with the job ids. Idempotent for given batch or job ids."""
         request = SubmitRequest(
@@ -144,6 +146,7 @@ class ProRLClient:
             max_staleness=max_staleness,
             on_stale=on_stale,
             target_groups=target_groups,
+            stragglers=Stragglers.model_validate(stragglers) if stragglers is not None else None,
         )
         return await self._call("POST", "/jobs", Batch, request.model_dump(exclude_none=True))
 

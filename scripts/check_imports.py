@@ -37,7 +37,7 @@ LAYERS = [
         "prorl_gym.tracing",
         "prorl_gym.interrupts",
     ],
-    ["prorl_gym.asgi", "prorl_gym.wire", "prorl_gym.preflight"],
+    ["prorl_gym.asgi", "prorl_gym.wire", "prorl_gym.preflight", "prorl_gym.disconnect"],
     ["prorl_gym.runtime", "prorl_gym.tokens"],
     ["prorl_gym.sandbox"],
     ["prorl_gym.verify"],

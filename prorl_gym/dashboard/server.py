@@ -20,6 +20,7 @@ summaries only, capped; records are read from the journal one at a time, when op
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import re
 import time
@@ -195,6 +196,7 @@ class Dashboard:
                         "done": view.done,
                         "stop_after": view.stop_after,
                         "samples_per_row": view.group_size,
+                        "stragglers": s.model_dump() if (s := self.jobs.stragglers.progress(view.id)) else None,
                     }
                 )
             live = {
@@ -209,6 +211,7 @@ class Dashboard:
                     "attempt_failures": dict(self.counters.attempt_failures),
                 },
                 "batches": batches,
+                "stragglers": dataclasses.asdict(self.jobs.stragglers.totals),
                 "endpoints": endpoints,
                 "hosts": hosts,
                 "indexed": len(self.index),

@@ -63,6 +63,10 @@ def check_bounds(request: SubmitRequest, limits: JobLimits, environments: tuple[
         raise JobError(422, "a branch (fork_from) takes no rows: it continues the job's own")
     if request.target_groups is not None and (request.samples_per_row < 2 or request.stop_after is not None):
         raise JobError(422, "target_groups (dynamic sampling) needs samples_per_row >= 2 and no stop_after")
+    if request.stragglers is not None and request.stragglers.policy == "evict" and request.samples_per_row < 2:
+        raise JobError(
+            422, "stragglers policy evict admits a group without its stragglers: it needs samples_per_row >= 2"
+        )
     if request.min_group_size is not None and request.min_group_size > request.samples_per_row:
         raise JobError(
             422, f"min_group_size {request.min_group_size} exceeds samples_per_row {request.samples_per_row}"

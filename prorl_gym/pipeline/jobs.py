@@ -12,7 +12,9 @@ serves every finished result again at the same offsets and runs the unfinished j
 interrupted, not finished: streams end without a record for them and they run again at the
 next start. Admission control refuses work (429/413) rather than growing without bound. The
 same caller-supplied job id with the same content is the same job, never a second run.
-Admission (what a submission must be): admission.py. Wire shapes: prorl_gym/wire/jobs.py.
+Admission (what a submission must be): admission.py. Per-sample straggler control (a batch's
+`stragglers`): stragglers.py, which tells this module which job to replace or evict. Wire shapes:
+prorl_gym/wire/jobs.py.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from prorl_gym.pipeline.aggregate import percentile
 from prorl_gym.pipeline.branch import BranchError, branch_row
 from prorl_gym.pipeline.groups import Group, groups_of
 from prorl_gym.pipeline.journal import Journal, StreamOffset
+from prorl_gym.pipeline.stages import RUN_CLOCK
+from prorl_gym.pipeline.stragglers import Action, StragglerControl
 from prorl_gym.wire.failures import Failure, FailureType
 from prorl_gym.wire.jobs import (
     Batch,
@@ -42,9 +46,10 @@ from prorl_gym.wire.jobs import (
     JobLimits,
     PolicyHealthView,
     Status,
+    Stragglers,
     SubmitRequest,
 )
-from prorl_gym.wire.records import TIMING_KEYS, JobStatus, RolloutRecord, failed_record
+from prorl_gym.wire.records import TIMING_KEYS, JobStatus, RolloutRecord, StragglerNote, failed_record
 
 log = logging.getLogger(__name__)
 Rollout = Callable[[dict], Awaitable[RolloutRecord]]
@@ -64,6 +69,8 @@ class BatchOptions:
     max_staleness: int | None = None  # versions a finished rollout may lag (None: any)
     on_stale: str = "rerun"  # or "flag"
     target_groups: int | None = None  # dynamic sampling: informative groups wanted
+    stragglers: dict | None = None  # per-sample straggler control (wire Stragglers)
+    evicted: list[str] = field(default_factory=list)  # stragglers taken out of their groups
 
 
 @dataclass(eq=False)
@@ -98,6 +105,8 @@ class _Job:
     started: float = field(default_factory=time.monotonic)
     reward: float | None = None  # once finished usable
     go: asyncio.Event | None = None  # dynamic sampling: its rollout starts once its group is started
+    row: dict | None = None  # while running: what a fresh sample of it (straggler backfill) runs
+    straggler: StragglerNote | None = None  # what the straggler control did with it
 
 
 JOB_TASK_PREFIX = "job "  # a job's asyncio task is named "job <id>" (_launch)
@@ -161,6 +170,8 @@ class JobManager:
         self._failures: Counter[str] = Counter()  # since start: failure type -> count
         self._timings: deque[dict] = deque(maxlen=self.limits.timing_window)
         self._open = self._closing = False
+        self.stragglers = StragglerControl(self._on_straggler)
+        self._retiring: set[asyncio.Task] = set()  # replaced samples' runs, releasing their sandboxes
 
     @property
     def active(self) -> int:
@@ -203,6 +214,8 @@ class JobManager:
                     self._finish_soon(job, self._failed_record(job, rows[job.id], failure))
         for batch in self._batches.values():  # deadlines hold across restarts (one passed meanwhile: now)
             self._schedule_deadline(batch)
+            if batch.options.stragglers is not None and not batch.finished:
+                self.stragglers.watch(batch.id, Stragglers(**batch.options.stragglers))
 
     async def close(self) -> None:
         """Refuse new work and interrupt the running jobs (they stay unfinished in the journal and
@@ -211,11 +224,12 @@ class JobManager:
         for batch in self._batches.values():
             if batch.deadline_timer is not None:
                 batch.deadline_timer.cancel()
+        await self.stragglers.close()
         running = [job for job in self._jobs.values() if job.task is not None]
         for job in running:
             job.task.cancel("the agent is shutting down")
-        if running:
-            await asyncio.wait([job.task for job in running], timeout=self.limits.cancel_wait_s or None)
+        if waits := [job.task for job in running] + list(self._retiring):
+            await asyncio.wait(waits, timeout=self.limits.cancel_wait_s or None)
         if self._writes:
             await asyncio.wait(set(self._writes), timeout=self.limits.cancel_wait_s or None)
         for batch in self._batches.values():
@@ -264,8 +278,11 @@ class JobManager:
             max_staleness=request.max_staleness,
             on_stale=request.on_stale,
             target_groups=request.target_groups,
+            stragglers=request.stragglers.model_dump() if request.stragglers is not None else None,
         )
         batch = await self._claim(a, request.stop_after, options, new)
+        if request.stragglers is not None:
+            self.stragglers.watch(batch.id, request.stragglers)
         launch = {job_id for _, job_id in new}
         for k, job_id in enumerate(ids):
             job = self._jobs[job_id]
@@ -328,6 +345,7 @@ class JobManager:
     # ------------------------------------------------------------------ running and finishing
 
     def _launch(self, job: _Job, row: dict) -> None:
+        job.row = row
         job.task = asyncio.get_running_loop().create_task(self._run(job, row), name=f"{JOB_TASK_PREFIX}{job.id}")
         job.task.add_done_callback(lambda task: self._on_done(job, row, task))
 
@@ -337,6 +355,8 @@ class JobManager:
         options = job.batches[0].options if job.batches else BatchOptions()
         if job.go is not None:
             await job.go.wait()
+        if job.batches and (clock := self.stragglers.started(job.batches[0].id, job.id)) is not None:
+            RUN_CLOCK.set(clock)  # this task's: its RUN stage says when it runs
         for rerun in range(self.limits.max_stale_reruns + 1):
             record = await self._rollout(row)
             if options.max_staleness is None or self._policy_version is None or record.oldest_policy_version is None:
@@ -349,6 +369,8 @@ class JobManager:
         raise AssertionError("unreachable")
 
     def _on_done(self, job: _Job, row: dict, task: asyncio.Task) -> None:
+        if task is not job.task:  # a straggler's run that a fresh sample replaced
+            return
         if self._closing and task.cancelled() and job.cancel_reason is None:
             job.task = None  # interrupted by the shutdown: unfinished in the journal, run again at the next start
             return
@@ -393,9 +415,11 @@ class JobManager:
                     "attempt_failures": restarts + record.attempt_failures,
                 }
             )
+        if job.straggler is not None:
+            record = record.model_copy(update={"straggler": job.straggler})
         failure = record.failure
         job.reward = record.reward if failure is None else None
-        job.task = None
+        job.task, job.row = None, None
         job.status = "completed" if not failure else "cancelled" if failure.type == FailureType.CANCELLED else "failed"
         self._active -= 1
         self._counts[job.status] += 1
@@ -405,6 +429,8 @@ class JobManager:
             self._timings.append(record.timings)
         job.snapshot_ids = [s.snapshot_id for s in record.snapshots]
         batches = list(job.batches)
+        for batch in batches:
+            self.stragglers.finished(batch.id, job.id, record)
         text = orjson.dumps(record.wire()).decode()
         await self.journal.finish_job(
             job.id, job.status, text, self._offsets(batches), keep_row=bool(job.snapshot_ids)
@@ -441,6 +467,7 @@ class JobManager:
         if batch.done and not batch.finished:
             batch.finished, batch.finished_at = True, time.monotonic()
             self._finished[batch.id] = batch
+            self.stragglers.batch_done(batch.id)
             if batch.deadline_timer is not None:
                 batch.deadline_timer.cancel()
         elif batch.stop_after and batch.usable >= batch.stop_after and not batch.done:
@@ -460,7 +487,13 @@ class JobManager:
 
         options = batch.options
         return groups_of(
-            batch.job_ids, options.group_size, options.min_group_size, dict(batch.results), reward_of, waiting
+            batch.job_ids,
+            options.group_size,
+            options.min_group_size,
+            dict(batch.results),
+            reward_of,
+            waiting,
+            frozenset(options.evicted),
         )
 
     def _sample_dynamically(self, batch: _Batch) -> list[_Job]:
@@ -554,6 +587,8 @@ class JobManager:
             informative_groups=states["informative"],
             dropped_groups=states["dropped"] if b.options.target_groups else 0,
             waiting_groups=states["waiting"],
+            group_sizes=[group.size for group in groups],
+            stragglers=self.stragglers.progress(b.id),
         )
 
     def _job(self, job_id: str) -> _Job:
@@ -567,6 +602,26 @@ class JobManager:
         return batch
 
     # ------------------------------------------------------------------ cancellation
+
+    def _on_straggler(self, action: Action, job_id: str, note: StragglerNote) -> None:
+        """The straggler control found a straggler: replace it with a fresh sample of the same prompt (the
+        run cancelled: its policy call aborted, its sandbox released), evict it, or note that it is waited for."""
+        job = self._jobs.get(job_id)
+        if job is None or job.task is None or job.cancel_reason is not None or self._closing:
+            return
+        job.straggler = note
+        said = f"a straggler ({note.after_s:.1f}s in RUN, past the batch's {note.threshold_s:.1f}s)"
+        if action == "replaced":
+            old = job.task
+            self._retiring.add(old)
+            old.add_done_callback(self._retiring.discard)
+            old.cancel(f"{said}: replaced by a fresh sample")
+            self._launch(job, job.row or {})
+        elif action == "evicted":
+            for batch in job.batches:
+                batch.options.evicted.append(job.id)
+                self._write_soon(self.journal.set_options(batch.id, dataclasses.asdict(batch.options)))
+            self._cancel([job], f"{said}: evicted, its group admitted without it")
 
     async def cancel_job(self, job_id: str) -> CancelResult:
         return await self._settle(self._cancel([self._job(job_id)], f"job {job_id} cancelled by the caller"))
@@ -655,6 +710,7 @@ class JobManager:
         gone: list[_Job] = []
         for batch in batches:
             del self._finished[batch.id], self._batches[batch.id]
+            self.stragglers.forget(batch.id)
             if batch.deadline_timer is not None:
                 batch.deadline_timer.cancel()
             for job_id in batch.job_ids:

@@ -40,6 +40,8 @@ class PolicyGate:
         self._in_flight: set[asyncio.Task] = set()
         self._aborting: set[asyncio.Task] = set()
         self._held = 0
+        # told the number of calls in flight at each change (the straggler control's policy activity)
+        self.on_in_flight: Callable[[int], None] | None = None
 
     async def restore(self) -> None:
         """The version and pause the journal holds (after an agent restart)."""
@@ -101,6 +103,7 @@ class PolicyGate:
             version = self.version
             task = asyncio.ensure_future(send())
             self._in_flight.add(task)
+            self._report()
             try:
                 return await task, version
             except asyncio.CancelledError:
@@ -110,6 +113,11 @@ class PolicyGate:
             finally:
                 self._in_flight.discard(task)
                 self._aborting.discard(task)
+                self._report()
+
+    def _report(self) -> None:
+        if self.on_in_flight is not None:
+            self.on_in_flight(len(self._in_flight))
 
     def _pause(self) -> None:
         if not self.paused:

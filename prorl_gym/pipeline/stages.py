@@ -4,7 +4,8 @@
 
 A rollout holds a slot of one stage at a time, so a slow verifier occupies an EVAL slot,
 never a RUN slot, and the stages of different rollouts overlap. Each pool records queue
-wait and service time, which end up on the rollout record and in /stats.
+wait and service time, which end up on the rollout record and in /stats. The RUN pool also
+sets the RunClock a caller put in the rollout's context (RUN_CLOCK): when it got its RUN worker.
 """
 
 from __future__ import annotations
@@ -12,11 +13,24 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TypeVar
 
 from prorl_gym.wire.failures import FailureType, RolloutFailure, Stage
 
 T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class RunClock:
+    """When the rollout of the task that holds it got its RUN worker (monotonic; None while not in RUN)."""
+
+    running_since: float | None = None
+
+
+# Set by the job service's straggler control (stragglers.py) in a job's task; read by the RUN pool.
+RUN_CLOCK: ContextVar[RunClock | None] = ContextVar("run_clock", default=None)
 
 
 class StagePool:
@@ -45,6 +59,9 @@ class StagePool:
         started = time.perf_counter()
         timings[f"{self.stage}_queue_s"] = started - queued
         self.in_flight += 1
+        clock = RUN_CLOCK.get() if self.stage == Stage.RUN else None
+        if clock is not None:
+            clock.running_since = time.monotonic()
         deadline = asyncio.timeout(self.timeout_s)
         try:
             async with deadline:
@@ -56,6 +73,8 @@ class StagePool:
             message = f"{self.stage} exceeded {self.timeout_s}s"
             raise RolloutFailure(self.stage, FailureType.TIMEOUT, message, infra=self.stage != Stage.RUN) from None
         finally:
+            if clock is not None:
+                clock.running_since = None
             self.in_flight -= 1
             self._slots.release()
             timings[f"{self.stage}_s"] = time.perf_counter() - started

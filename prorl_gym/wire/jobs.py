@@ -47,6 +47,35 @@ class ForkFrom(BaseModel):
     turn: int = Field(ge=1)
 
 
+class Stragglers(BaseModel):
+    """A batch's per-sample straggler control (prorl_gym/pipeline/stragglers.py, docs/job_api.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+    # wait: the batch waits for it (its cost measured); backfill: cancelled, a fresh sample of the same prompt
+    # started (the group keeps its size); evict: cancelled, its group admitted without it (partial)
+    policy: Literal["wait", "backfill", "evict"] = "wait"
+    # a running sample is a straggler once its RUN has gone on more than k x the p50 of its batch's samples'
+    # RUN times (those still running counted as longer: known once half the batch's started samples finished usable)
+    k: float = Field(3.0, gt=1)
+    max_replacements: int = Field(2, ge=1)  # backfill: fresh samples per sample; a straggler beyond is waited for
+
+
+class StragglerProgress(BaseModel):
+    """What a batch's stragglers cost and what was done about them (BatchProgress.stragglers)."""
+
+    policy: str
+    k: float
+    threshold_s: float | None  # k x p50_s: RUN seconds past which a running sample is a straggler
+    p50_s: float | None  # of the RUN times of the batch's started samples (known once half finished usable)
+    replaced: int  # stragglers cancelled and started afresh (backfill)
+    evicted: int  # stragglers cancelled, their groups admitted without them (evict)
+    waited: int  # stragglers waited for (wait; backfill past max_replacements)
+    stragglers_running: int  # waited-for stragglers still running
+    wait_s: float  # how long the batch went on once it had a straggler (first detection to its end)
+    policy_idle_s: float  # the policy's capacity unused meanwhile: with one endpoint, GPU-seconds lost to stragglers
+    time_saved_s: float  # estimate (conservative) of how much sooner the batch ended than had it waited for them
+
+
 class SubmitRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     rows: list[Any]
@@ -74,6 +103,8 @@ class SubmitRequest(BaseModel):
     # then one more each time a group ends without a signal (dropped), until K informative groups exist
     # (the rest cancelled) or the rows run out. Needs samples_per_row >= 2; not with stop_after.
     target_groups: int | None = Field(None, ge=1)
+    # Per-sample straggler control: {"policy": "wait" | "backfill" | "evict", "k": 3.0, ...} (Stragglers).
+    stragglers: Stragglers | None = None
 
 
 class StopAfter(BaseModel):
@@ -114,6 +145,10 @@ class BatchProgress(BaseModel):
     informative_groups: int = 0  # usable groups whose rewards differ
     dropped_groups: int = 0  # with target_groups: finished groups without a signal (a new row started for each)
     waiting_groups: int = 0  # with target_groups: rows not started (yet)
+    # usable samples of each group, by row (a partial group, one with evictions, has fewer than samples_per_row):
+    # what a trainer's per-group advantage estimate is over
+    group_sizes: list[int] = Field(default_factory=list)
+    stragglers: StragglerProgress | None = None  # with the batch's `stragglers` setting
 
 
 class CancelResult(BaseModel):

@@ -48,6 +48,17 @@ class TurnSnapshot(BaseModel):
     output_items: int = Field(description="how many items of response.output the turns up to it produced")
 
 
+class StragglerNote(BaseModel):
+    """A sample its batch's straggler control acted on (prorl_gym/pipeline/stragglers.py)."""
+
+    # replaced: this record is the fresh sample that replaced it; evicted: cancelled, its group admitted
+    # without it; waited: the batch waited for it
+    action: Literal["replaced", "evicted", "waited"]
+    after_s: float = Field(description="its RUN seconds when it was found a straggler")
+    threshold_s: float = Field(description="the batch's k x p50 of RUN seconds then")
+    replacements: int = Field(0, description="fresh samples started in its place so far")
+
+
 class BranchedFrom(BaseModel):
     job_id: str
     turn: int
@@ -100,6 +111,7 @@ class RolloutRecord(BaseModel):
         None, description="with a harness: every policy call it made, as sent, and the token tree of them all (ids)"
     )
     branched_from: BranchedFrom | None = Field(None, description="a branch: the rollout and turn it continues")
+    straggler: StragglerNote | None = Field(None, description="what its batch's straggler control did with it")
     attempts: int = Field(1, description="how many times the rollout was run (infrastructure failures are retried)")
     attempt_failures: list[Failure] = Field(
         default_factory=list, description="the infrastructure failure of each earlier attempt, oldest first"
@@ -124,7 +136,8 @@ class RolloutRecord(BaseModel):
 
 
 def _unset_optional_fields(record: RolloutRecord) -> set[str]:
-    return {name for name in ("ng_failure_class", "job_id", "batch_id", "status") if getattr(record, name) is None}
+    names = ("ng_failure_class", "job_id", "batch_id", "status", "straggler")
+    return {name for name in names if getattr(record, name) is None}
 
 
 def failed_record(row: dict | None, failure: Failure, timings: dict[str, float] | None = None) -> RolloutRecord:

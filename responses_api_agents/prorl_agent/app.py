@@ -177,6 +177,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             policy_health=self._health.view,
         )
         self._gate = self._pipeline.gate = PolicyGate(self._jobs.journal)
+        self._gate.on_in_flight = self._jobs.stragglers.activity.set  # the policy's unused capacity (stragglers)
         self._metrics = AgentMetrics(self._jobs, self._gate, self._health)
         self._capture = CaptureGateway(self._peers, c.model_server.name, c.limits.policy_call_timeout_s, self._gate)
         if c.harness is not None:

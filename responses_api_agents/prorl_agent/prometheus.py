@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The agent's Prometheus metrics (GET /metrics): stage times and queue waits, rollouts and their
 attempts by outcome, the job service's load and journal size, the policy's version and pauses, whether
-the policy is down."""
+the policy is down, what stragglers cost (prorl_gym/pipeline/stragglers.py)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,16 @@ class AgentMetrics(ServerMetrics):
             "Times the policy was declared down since the agent started",
             lambda: health.downs,
         )
+        totals = jobs.stragglers.totals
+        for action in ("replaced", "evicted", "waited"):
+            doc = f"Stragglers {action} by their batch's straggler control"
+            self.counter_function(f"prorl_stragglers_{action}_total", doc, lambda a=action: getattr(totals, a))
+        for name, key, doc in (
+            ("wait", "wait_s", "Time batches went on once they had a straggler (first detection to their end)"),
+            ("policy_idle", "policy_idle_s", "The policy's capacity unused meanwhile: GPU-seconds lost to stragglers"),
+            ("time_saved", "time_saved_s", "Estimated time batches saved by replacing or evicting stragglers"),
+        ):
+            self.counter_function(f"prorl_straggler_{name}_seconds_total", doc, lambda k=key: getattr(totals, k))
 
     def attempt(self, record: RolloutRecord) -> None:
         """One run of the pipeline (the RolloutPipeline's on_attempt hook)."""

@@ -11,6 +11,9 @@ inherited; what changes is which endpoint serves a request and how long it may t
   cancelled and answered 503 at once; its sessions' next requests are answered 503 too
   (they are not moved: see balancer.py); new sessions go elsewhere;
 - every policy call is bounded by request_timeout_s (504);
+- a call whose caller goes away (the agent cancelled the rollout: a straggler replaced or evicted, a
+  job cancelled, calls aborted for a weight update) is cancelled, which closes its request to the
+  endpoint: vLLM and SGLang abort the generation (prorl_gym/disconnect.py);
 - GET/POST/DELETE /endpoints list, add and remove endpoints at run time.
 
 Run it with one uvicorn worker (the default): routing state lives in the process.
@@ -46,6 +49,7 @@ from pydantic_core import from_json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prorl_gym.asgi import PlainASGIMiddleware, without_joining_ray
+from prorl_gym.disconnect import CancelOnDisconnect
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.prometheus import ServerMetrics
 from prorl_gym.supervise import supervised
@@ -58,6 +62,7 @@ from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
 
 T = TypeVar("T")
 ENDPOINT_HEADER = "x-policy-endpoint"  # which endpoint served a response (logs, tests)
+POLICY_ROUTES = ("/v1/responses", "/v1/chat/completions")  # a caller that goes away cancels the call
 MISSING_ROUTE = (404, 405, 501)  # the endpoint lacks the route: asking again would not help
 REFUSED_REQUEST = (400, 413, 422)  # the endpoint refused what was asked: the same request gets the same answer
 NO_TOKEN_IDS = (
@@ -97,6 +102,7 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
     _metrics: ServerMetrics = PrivateAttr()
     _call_seconds: Any = PrivateAttr()
     _prompts: Any = PrivateAttr()
+    _aborted: Any = PrivateAttr()
     _tito: TokenInTokenOut | None = PrivateAttr(None)
 
     def _post_init(self) -> None:
@@ -110,6 +116,8 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
         healthy.set_function(lambda: sum(e.healthy for e in self._pool.balancer.endpoints))
         doc = "Policy calls by token mode and how their prompt ids relate to the turn before (tito.py)"
         self._prompts = self._metrics.counter("prorl_token_prompts_total", doc, ("mode", "kind"))
+        doc = "Policy calls whose caller went away before the answer: cancelled, their endpoint request closed"
+        self._aborted = self._metrics.counter("prorl_policy_calls_aborted_total", doc, ("route",))
         self._tito = TokenInTokenOut(c, c.model, c.uses_reasoning_parser) if c.token_mode == "tito" else None
 
     @classmethod
@@ -131,6 +139,7 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
         app.delete("/endpoints")(self.remove_endpoint)
 
         app.add_middleware(EndpointHeader)
+        app.add_middleware(CancelOnDisconnect, paths=POLICY_ROUTES, on_abort=lambda r: self._aborted.labels(r).inc())
         self._metrics.mount(app)
 
         run_with_app(app, self._pool.start, self._pool.close)  # health checks run from here until shutdown

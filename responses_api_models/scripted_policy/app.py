@@ -9,7 +9,13 @@ first user message it recognises, and returns token ids and log-probs the way vL
 `return_token_id_information: true` works against it unchanged.
 
 Mode per request: `metadata.scripted_mode`, else the model name `scripted-<mode>`, else
-the server default. Latency per request: `metadata.scripted_latency_ms`, else `--latency-ms`.
+the server default. Latency per request: `metadata.scripted_latency_ms`, else `--latency-ms`;
+`metadata.scripted_slow: {"p": 0.05, "factor": 20}` makes a conversation slow with probability p
+(drawn at its first turn, said in its first reply, every turn `factor` times the latency): a
+heavy-tailed workload, as SWE trials are; with `"seed": s` the draw of a prompt's n-th conversation
+depends on (s, the prompt, n) only, so runs with the same seed meet the same stragglers; `"first": n`
+makes the first n conversations of the prompt slow (a straggler a test can count on). A generation whose client goes away is aborted, as vLLM
+does, and counted (`/stats` `aborted`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import random
 import re
 import time
 import uuid
@@ -27,6 +34,7 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from prorl_gym.disconnect import CancelOnDisconnect
 from prorl_gym.scripted import MODES, Step, call
 from prorl_gym.wire.resources import ENVIRONMENT_RESTARTED
 from responses_api_models.scripted_policy.chat_template import decode, encode, render, render_assistant
@@ -86,6 +94,8 @@ class ScriptedPolicy:
         # The "weights" it answers with (POST /weights, as a trainer loads new ones): once set, every answer's
         # text ends with WEIGHTS_MARK, so a test can tell which version produced which turn.
         self.weights_version: int | None = None
+        self._draws = random.Random(0)  # which conversations are slow (metadata.scripted_slow)
+        self._conversations: dict[tuple, int] = {}  # (seed, prompt) -> conversations started (scripted_slow)
 
     @classmethod
     def from_files(cls, paths: list[str | Path], **kwargs) -> ScriptedPolicy:
@@ -109,6 +119,24 @@ class ScriptedPolicy:
             return max(0.0, float(value) / 1000) if value is not None else self.latency_s
         except (TypeError, ValueError):
             return self.latency_s
+
+    def slow_factor(self, body: dict, messages: list[dict]) -> float | None:
+        """With `metadata.scripted_slow`, the factor by which this conversation is slow (drawn at its first
+        turn, read back from its first reply's SLOW_MARK), else None."""
+        slow = (body.get("metadata") or {}).get("scripted_slow")
+        if isinstance(slow, str):
+            slow = json.loads(slow)
+        if not isinstance(slow, dict):
+            return None
+        replies = [_text(m.get("content")) for m in messages if m.get("role") == "assistant"]
+        if replies:
+            drawn = SLOW_MARK in replies[0]
+        else:
+            seed, key = slow.get("seed"), _key(_first_user_text(messages))
+            seen = self._conversations[(seed, key)] = self._conversations.get((seed, key), 0) + 1
+            draws = self._draws if seed is None else random.Random(f"{seed}:{key}:{seen}")
+            drawn = seen <= int(slow.get("first", 0)) or draws.random() < float(slow.get("p", 0.0))
+        return float(slow.get("factor", 20.0)) if drawn else None
 
     def next_step(self, messages: list[dict], mode: str, tools: list[dict] | None = None) -> Step:
         names = {(t.get("function") or t).get("name") for t in tools or []}
@@ -169,6 +197,8 @@ WEIGHTS_MARK = " [weights v{}]"
 # so a group's rewards differ, as a real policy's do (dynamic sampling keeps such groups)
 COIN = "coin"
 COIN_MARK = re.compile(r"\[sample: (gold|wrong)\]")
+# metadata.scripted_slow: said in the first reply of a conversation drawn slow, read back at its later turns
+SLOW_MARK = "[pace: slow]"
 # A harness whose run ends when the model answers without calling a tool (Claude Code): what it answers.
 FINAL_ANSWER = "The fix is in place."
 
@@ -212,7 +242,7 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
     sampled: deque[dict] = deque(maxlen=4096)  # what was generated, newest last: tests compare records with it
     # time spent answering (the policy's own share of a turn, for benchmarks), and requests by path
     # and the time it generated nothing at all (no generation in flight: a GPU sitting idle), for benchmarks
-    busy: dict = {"requests": 0, "busy_s": 0.0, "paths": {}, "idle_s": 0.0, "uptime_s": 0.0}
+    busy: dict = {"requests": 0, "busy_s": 0.0, "paths": {}, "idle_s": 0.0, "uptime_s": 0.0, "aborted": 0}
     generating = {"n": 0, "idle_since": time.perf_counter(), "started": time.perf_counter()}
 
     def account(app):  # plain ASGI: a BaseHTTPMiddleware would add its own cost to what it measures
@@ -238,6 +268,11 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
         return timed
 
     app.add_middleware(account)
+
+    def aborted(path: str) -> None:  # a generation whose client went away (vLLM aborts it too)
+        busy["aborted"] += 1
+
+    app.add_middleware(CancelOnDisconnect, paths=GENERATIONS, on_abort=aborted)
 
     def generate_for(prompt: list[int], body: dict) -> list[int]:
         """What it generates after a token-id prompt (the conversation decoded once)."""
@@ -292,10 +327,12 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
             return JSONResponse(
                 status_code=400, content={"object": "error", "message": "messages must be a non-empty list"}
             )
-        latency_s = policy.latency_for(body)
+        latency_s, slow = policy.latency_for(body), policy.slow_factor(body, messages)
         if latency_s:
-            await asyncio.sleep(latency_s)
+            await asyncio.sleep(latency_s * (slow or 1.0))
         step = policy.next_step(messages, policy.mode_for(body), body.get("tools"))
+        if slow and not any(m.get("role") == "assistant" for m in messages):
+            step = Step(content=f"{step.content} {SLOW_MARK}".strip(), tool_calls=step.tool_calls)
         if plain:  # no log-probs, no token ids: what a server that is not vLLM answers
             body = {k: v for k, v in body.items() if k not in ("logprobs", "return_token_ids")}
         if tokens is None:

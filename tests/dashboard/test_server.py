@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from prorl_gym.dashboard.server import Dashboard, DashboardConfig
+from prorl_gym.pipeline.stragglers import StragglerControl
 from prorl_gym.wire.jobs import CancelResult, JobLimits, Status
 
 
@@ -20,6 +21,7 @@ class StubJobs:
         self.status_calls = 0
         self.cancelled: list[str] = []
         self.journal = SimpleNamespace(records=self._nothing, fields=self._nothing, opened=True)
+        self.stragglers = StragglerControl(lambda *acted: None)  # no batch watched
 
     async def _nothing(self, *args):
         return {}

@@ -129,6 +129,8 @@ async def test_results_stream_in_completion_order_and_the_stream_ends_with_the_b
         "informative_groups": 0,
         "dropped_groups": 0,
         "waiting_groups": 0,
+        "group_sizes": [1, 1, 1],
+        "stragglers": None,
     }
 
 

@@ -116,6 +116,14 @@ function drawCharts() {
 
 // ------------------------------------------------------------------ the live view
 
+// A batch's straggler control in one cell: its policy and what it did, what its stragglers cost.
+function straggled(s) {
+  if (!s) return "-";
+  const done = [s.replaced && `${s.replaced} replaced`, s.evicted && `${s.evicted} evicted`, s.waited && `${s.waited} waited`]
+    .filter(Boolean).join(", ") || "none yet";
+  return `${s.policy} (k ${s.k}): ${done}; lost ${num(s.policy_idle_s, 1)} GPU-s`;
+}
+
 function renderLive(live) {
   const status = live.status, counters = live.counters;
   actions = live.actions;
@@ -151,8 +159,12 @@ function renderLive(live) {
     return el("tr", { "data-batch": b.batch_id },
       el("td", {}, el("a", { href: "#", onclick: (e) => { e.preventDefault(); showBatch(b.batch_id); } }, b.batch_id)),
       el("td", {}, el("span", { class: "bar" }, el("i", { style: `width:${share.toFixed(1)}%` })), ` ${b.finished}/${b.total}${b.done ? " done" : ""}`),
-      el("td", {}, b.usable), el("td", {}, cancel));
+      el("td", {}, b.usable), el("td", { class: "stragglers" }, straggled(b.stragglers)), el("td", {}, cancel));
   }));
+  const st = live.stragglers || {};
+  document.getElementById("stragglers").textContent = st.replaced || st.evicted || st.waited ?
+    `stragglers: ${st.replaced} replaced, ${st.evicted} evicted, ${st.waited} waited for; ` +
+    `GPU-seconds lost ${num(st.policy_idle_s, 1)} over ${num(st.wait_s, 1)} s of waiting; time saved ~${num(st.time_saved_s, 1)} s` : "";
 
   const endpoints = live.endpoints;
   const endpointRows = endpoints && endpoints.endpoints ? endpoints.endpoints.map((e) =>
