@@ -47,10 +47,10 @@ TARGETS = {"backfill_vs_wait_steps": 1.5, "evict_vs_wait_steps": 1.5}
 SUMMED = ("policy_idle_s", "wait_s", "replaced", "evicted", "waited", "time_saved_s")
 
 
-def workload(args: argparse.Namespace, seed: int = 0) -> list[dict]:
-    """Every prompt's conversations slow with probability slow_p, drawn from (seed, prompt, n-th conversation):
-    the policies of one round meet the same stragglers."""
-    slow = json.dumps({"p": args.slow_p, "factor": args.slow_factor, "seed": seed})
+def workload(args: argparse.Namespace, seed: int = 0, stream: str = "") -> list[dict]:
+    """Every prompt's conversations slow with probability slow_p, drawn from (seed, prompt, n-th conversation of
+    the prompt in this stream): the policies of one round, each its own stream, meet the same stragglers."""
+    slow = json.dumps({"p": args.slow_p, "factor": args.slow_factor, "seed": seed, "stream": stream or str(seed)})
     rows = read_jsonl(MATH.example)
     for row in rows:
         row["responses_create_params"]["metadata"] = {
@@ -76,7 +76,7 @@ async def one_phase(
     started = time.perf_counter()
     reports = await training_loop(
         client,
-        workload(args, seed),
+        workload(args, seed, run_id),
         steps=args.steps,
         prompts_per_step=args.prompts,
         group_size=args.group_size,

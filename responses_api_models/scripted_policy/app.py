@@ -13,7 +13,8 @@ the server default. Latency per request: `metadata.scripted_latency_ms`, else `-
 `metadata.scripted_slow: {"p": 0.05, "factor": 20}` makes a conversation slow with probability p
 (drawn at its first turn, said in its first reply, every turn `factor` times the latency): a
 heavy-tailed workload, as SWE trials are; with `"seed": s` the draw of a prompt's n-th conversation
-depends on (s, the prompt, n) only, so runs with the same seed meet the same stragglers; `"first": n`
+depends on (s, the prompt, n) only, conversations counted per `"stream"` (default: the seed), so runs
+with the same seed and streams of their own meet the same stragglers; `"first": n`
 makes the first n conversations of the prompt slow (a straggler a test can count on). A generation whose client goes away is aborted, as vLLM
 does, and counted (`/stats` `aborted`).
 """
@@ -95,7 +96,7 @@ class ScriptedPolicy:
         # text ends with WEIGHTS_MARK, so a test can tell which version produced which turn.
         self.weights_version: int | None = None
         self._draws = random.Random(0)  # which conversations are slow (metadata.scripted_slow)
-        self._conversations: dict[tuple, int] = {}  # (seed, prompt) -> conversations started (scripted_slow)
+        self._conversations: dict[tuple, int] = {}  # (stream, prompt) -> conversations started (scripted_slow)
 
     @classmethod
     def from_files(cls, paths: list[str | Path], **kwargs) -> ScriptedPolicy:
@@ -133,7 +134,8 @@ class ScriptedPolicy:
             drawn = SLOW_MARK in replies[0]
         else:
             seed, key = slow.get("seed"), _key(_first_user_text(messages))
-            seen = self._conversations[(seed, key)] = self._conversations.get((seed, key), 0) + 1
+            counted = (slow.get("stream", seed), key)
+            seen = self._conversations[counted] = self._conversations.get(counted, 0) + 1
             draws = self._draws if seed is None else random.Random(f"{seed}:{key}:{seen}")
             drawn = seen <= int(slow.get("first", 0)) or draws.random() < float(slow.get("p", 0.0))
         return float(slow.get("factor", 20.0)) if drawn else None
