@@ -14,8 +14,9 @@ Each straggler policy (docs/job_api.md, "Stragglers") runs --steps steps in turn
 the same stragglers (the slow draw of a prompt's n-th conversation is seeded per round); a second round
 runs them in the reverse order, with other draws, so the machine's drift falls on each alike.
 
-Per policy: training steps per hour; the fraction of its time the policy generated nothing (the
-scripted policy's own count: a GPU sitting idle); the agent's export of each batch summed (GPU-seconds
+Per policy: training steps per hour; the policy's idle fraction, 1 - the mean of its generations in
+flight / the most it had in flight in the run (the scripted policy's own count: the share of a batching
+GPU engine left unused), and the fraction of the time it generated nothing at all; the agent's export of each batch summed (GPU-seconds
 lost to stragglers, the time batches went on once they had one, samples replaced, evicted, waited on,
 time saved); generations aborted at the policy (its own count); group sizes (usable samples per
 group, what a trainer's advantage estimate is over). `wait` is the baseline, measured in the same
@@ -92,6 +93,7 @@ async def one_phase(
         "steps": len(reports),
         "wall_s": wall,
         "idle_s": after["idle_s"] - before["idle_s"],
+        "generating_s": after["generating_s"] - before["generating_s"],
         "up_s": after["uptime_s"] - before["uptime_s"],
         "aborted_at_policy": after["aborted"] - before["aborted"],
         "group_sizes": [size for p in progress for size in p.group_sizes],
@@ -101,14 +103,17 @@ async def one_phase(
     }
 
 
-def summary(phases: list[dict], group_size: int) -> dict:
+def summary(phases: list[dict], group_size: int, capacity: int) -> dict:
+    """capacity: the most generations the policy had in flight at once in the whole run (what it can batch)."""
     steps, wall = sum(p["steps"] for p in phases), sum(p["wall_s"] for p in phases)
     sizes = [size for p in phases for size in p["group_sizes"]]
+    up = sum(p["up_s"] for p in phases)
     out = {
         "steps": steps,
         "wall_s": round(wall, 1),
         "steps_per_hour": round(steps / wall * 3600, 1),
-        "policy_idle_fraction": round(sum(p["idle_s"] for p in phases) / sum(p["up_s"] for p in phases), 3),
+        "policy_idle_fraction": round(1 - sum(p["generating_s"] for p in phases) / (capacity * up), 3),
+        "policy_no_generation_fraction": round(sum(p["idle_s"] for p in phases) / up, 3),
         "gpu_seconds_lost": round(sum(p["policy_idle_s"] for p in phases), 2),
         "gpu_seconds_lost_per_step": round(sum(p["policy_idle_s"] for p in phases) / steps, 2),
         "aborted_at_policy": sum(p["aborted_at_policy"] for p in phases),
@@ -140,7 +145,8 @@ async def measure(stack: Stack, args: argparse.Namespace) -> dict:
             for policy in POLICIES if round_ % 2 == 0 else reversed(POLICIES):
                 run_id = f"stragglers-{policy}-{round_}-{int(time.time())}"
                 phases[policy].append(await one_phase(stack, client, policy, run_id, seed, args))
-    results = {policy: summary(phases[policy], args.group_size) for policy in POLICIES}
+        capacity = (await policy_stats(stack))["peak_generating"]
+    results = {policy: summary(phases[policy], args.group_size, capacity) for policy in POLICIES}
     base = results["wait"]["steps_per_hour"]
     return {
         "workload": {
@@ -152,6 +158,7 @@ async def measure(stack: Stack, args: argparse.Namespace) -> dict:
             "slow_factor": args.slow_factor,
             "k": args.k,
             "train_s": args.train_s,
+            "policy_capacity": capacity,
         },
         "baseline": "wait",
         **results,

@@ -14,8 +14,8 @@ group-normalised advantages (GRPO), the input of a policy update. With --train-s
 async mode (the default) the next step generates while this one trains and generation is paused
 around the weight update (a rollout may then span two versions: --max-staleness bounds it); in
 sync mode it generates, then trains. --deadline-s ends a step's batch then, stragglers cancelled;
---stragglers backfill (or evict) replaces (or drops) a sample that runs past --straggler-k times the
-p50 of its step's finished samples, instead of the step waiting for it.
+--stragglers backfill (or evict) replaces (or drops) a sample whose RUN goes past --straggler-k times the
+p50 of its step's samples (docs/job_api.md, "Stragglers"), instead of the step waiting for it.
 A policy the service declares down (no endpoint healthy for its grace period) ends the loop: said on
 the terminal, exit 1. Ctrl-C, SIGTERM and SIGHUP stop it and the stack it started (exit 128 + signal).
 

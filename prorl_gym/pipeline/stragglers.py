@@ -19,7 +19,7 @@ fastest ones' while few have finished, and flag ordinary samples; that of half t
 
 Cancelled means what a cancel always means here: the policy call in flight is aborted at the
 endpoint (the connections to the model server and from it to the endpoint are closed, on which vLLM
-and SGLang abort the generation: prorl_gym/asgi.py CancelOnDisconnect) and the sandbox released.
+and SGLang abort the generation: prorl_gym/disconnect.py) and the sandbox released.
 
 What stragglers cost, per batch (BatchProgress.stragglers), summed in /metrics, on the dashboard:
 

@@ -243,9 +243,16 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
     app = FastAPI(title="scripted policy (stand-in for a GPU model)")
     sampled: deque[dict] = deque(maxlen=4096)  # what was generated, newest last: tests compare records with it
     # time spent answering (the policy's own share of a turn, for benchmarks), and requests by path
-    # and the time it generated nothing at all (no generation in flight: a GPU sitting idle), for benchmarks
+    # and the time it generated nothing at all (no generation in flight: a GPU sitting idle), for benchmarks;
+    # generating_s: the integral of generations in flight (/ the peak: how much of a batching engine was used)
     busy: dict = {"requests": 0, "busy_s": 0.0, "paths": {}, "idle_s": 0.0, "uptime_s": 0.0, "aborted": 0}
-    generating = {"n": 0, "idle_since": time.perf_counter(), "started": time.perf_counter()}
+    generating = {"n": 0, "idle_since": time.perf_counter(), "started": time.perf_counter(), "peak": 0}
+    integral = {"s": 0.0, "at": time.perf_counter()}
+
+    def advance(now: float) -> float:  # generating_s up to now
+        integral["s"] += generating["n"] * (now - integral["at"])
+        integral["at"] = now
+        return integral["s"]
 
     def account(app):  # plain ASGI: a BaseHTTPMiddleware would add its own cost to what it measures
         async def timed(scope, receive, send):
@@ -254,11 +261,14 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
             if generation:
                 if generating["n"] == 0:
                     busy["idle_s"] += started - generating["idle_since"]
+                advance(started)
                 generating["n"] += 1
+                generating["peak"] = max(generating["peak"], generating["n"])
             try:
                 await app(scope, receive, send)
             finally:
                 if generation:
+                    advance(time.perf_counter())
                     generating["n"] -= 1
                     if generating["n"] == 0:
                         generating["idle_since"] = time.perf_counter()
@@ -287,7 +297,13 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
         now = time.perf_counter()
         idle_now = now - generating["idle_since"] if generating["n"] == 0 else 0.0
         uptime = now - generating["started"]
-        return busy | {"idle_s": busy["idle_s"] + idle_now, "uptime_s": uptime, "generating": generating["n"]}
+        return busy | {
+            "idle_s": busy["idle_s"] + idle_now,
+            "uptime_s": uptime,
+            "generating": generating["n"],
+            "generating_s": advance(now),
+            "peak_generating": generating["peak"],
+        }
 
     @app.get("/health")
     async def health() -> dict:

@@ -205,3 +205,32 @@ def test_the_coin_mode_alternates_gold_and_wrong_per_conversation_and_keeps_its_
     later = chat(client, history, **body)["message"]
     wrong = chat(client, start(ROWS[0]) + [second, history[-1]], metadata={"scripted_mode": "wrong"})["message"]
     assert later["content"] == wrong["content"]
+
+
+def test_slow_conversations_are_drawn_per_stream_said_in_the_first_reply_and_kept(client):
+    policy = ScriptedPolicy(ROWS)
+    slow = {"p": 0.5, "factor": 20, "seed": 7}
+    messages = start(ROWS[0])
+
+    def draws(stream: str) -> list[float | None]:
+        body = {"metadata": {"scripted_slow": json.dumps(slow | {"stream": stream})}}
+        return [policy.slow_factor(body, messages) for _ in range(16)]
+
+    a, b = draws("wait"), draws("evict")
+    assert a == b and set(a) == {None, 20.0}  # each stream meets the same slow conversations: some, not all
+    # "first": the first conversation of a prompt is slow; said in its first reply, read back at its later turns
+    body = {"metadata": {"scripted_slow": json.dumps({"first": 1, "factor": 3})}}
+    first = chat(client, messages, **body)["message"]
+    assert "[pace: slow]" in first["content"]
+    history = messages + [first, {"role": "tool", "tool_call_id": "c", "content": "42"}]
+    assert policy.slow_factor(body, history) == 3.0
+    assert "[pace: slow]" not in (chat(client, messages, **body)["message"]["content"] or "")  # the second is not
+
+
+def test_stats_count_the_generations_in_flight_over_time(client):
+    before = client.get("/stats").json()
+    chat(client, start(ROWS[0]), metadata={"scripted_latency_ms": "50"})
+    after = client.get("/stats").json()
+    assert after["peak_generating"] == 1 and after["generating"] == 0
+    assert after["generating_s"] - before["generating_s"] >= 0.05  # one generation of at least 50 ms
+    assert after["aborted"] == 0
