@@ -71,7 +71,8 @@ from prorl_gym.stack import Stack, collected_records, run_cli
 from prorl_gym.testing import stack_processes, stack_servers, supervised_server
 from prorl_gym.wire.records import RolloutRecord
 
-FAULTS = ("policy", "sandbox", "shell", "kernel", "hang", "verifier", "server", "agent")
+# The parts of stateless environments' sandboxes first: they exist only while those rollouts run.
+FAULTS = ("shell", "kernel", "hang", "policy", "sandbox", "verifier", "server", "agent")
 STATEFUL = {"swe"}  # its gold answer is the sandbox's state: no shell/kernel/hang faults there
 IDLE_S = 40  # before measuring idle servers: longer than any keep-alive (aiohttp 15 s, uvicorn 30 s)
 
@@ -236,7 +237,9 @@ async def run_rollouts(soak: SoakStack, rollouts: int, fault_every: int | None, 
     }
     run = Run(faults=faults)
     finished = asyncio.Event()
-    kinds = iter(FAULTS * (rollouts // max(1, fault_every or 1) + 1))
+    # Kinds in turn; one with nothing to break now keeps its place while the next kinds go ahead, and is
+    # tried again on every tick (a sandbox part of a stateless environment exists only while one runs).
+    pending = list(FAULTS * (rollouts // max(1, fault_every or 1) + 1))
     started = time.perf_counter()
 
     async def one_env(env: Environment) -> None:
@@ -249,10 +252,14 @@ async def run_rollouts(soak: SoakStack, rollouts: int, fault_every: int | None, 
                 run.records.append(record)
 
     async def inject() -> None:
-        injected, kind = 0, next(kinds)
-        while fault_every and not finished.is_set():
-            if len(run.records) >= (injected + 1) * fault_every and await asyncio.to_thread(faults.inject, kind):
-                injected, kind = injected + 1, next(kinds)  # a kind with nothing to break now is tried again
+        injected = 0
+        while fault_every and pending and not finished.is_set():
+            if len(run.records) >= (injected + 1) * fault_every:
+                for kind in dict.fromkeys(pending):  # each kind once per tick, in queue order
+                    if await asyncio.to_thread(faults.inject, kind):
+                        pending.remove(kind)
+                        injected += 1
+                        break
             await asyncio.sleep(0.2)
 
     injector = asyncio.create_task(inject())

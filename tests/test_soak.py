@@ -8,11 +8,14 @@ what it needs is back); every record is kept."""
 
 from __future__ import annotations
 
+import pytest
+
 from benchmarks.soak import FAULTS, soak_faults
 from prorl_gym.environments import discover
 from prorl_gym.jsonl import read_jsonl
 
 
+@pytest.mark.timeout(1800)  # ~5 min on an idle machine; 15 min seen at load 17 on 2 cores
 def test_short_soak_loses_nothing_under_every_kind_of_fault(tmp_path):
     results = soak_faults(rollouts=100, fault_every=10, envs=discover(), log_dir=tmp_path / "logs", probe_repeats=2)
     assert results["records"] == results["submitted"] == 100, results
