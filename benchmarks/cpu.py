@@ -54,8 +54,8 @@ def _kind(pid: int, parent_kind: str | None) -> str:
         return "server_zygote"  # the pre-imported interpreter the servers are forked from (its servers chdir)
     if "zygote_main" in cmdline or parent_kind == "kernel":
         return "kernel"  # the zygote, the kernels it forked (and their intermediates)
-    if "scripted_policy" in cmdline:
-        return "policy"
+    if "scripted_policy" in cmdline or "llamacpp_policy" in cmdline:
+        return "policy"  # the policy endpoint: the scripted stand-in, or a real model on the CPU
     if (
         "ray::" in cmdline
         or "/site-packages/ray/" in cmdline

@@ -9,11 +9,15 @@ results/demo/ and prints a summary per environment. Everything started is stoppe
 end, also on Ctrl-C, SIGTERM or SIGHUP (exit 128 + the signal). A policy that goes down (no endpoint
 healthy for the agent's grace period, 60 s) is said on the terminal, and the demo exits 1.
 
-    python -m prorl_gym.demo [--repeats 4] [--envs math,code,stem,swe] [--tokenizer qwen3]
+    python -m prorl_gym.demo [--repeats 4] [--envs math,code,stem,swe] [--tokenizer qwen3 | --policy NAME]
 
 --tokenizer qwen3 (make demo TOKENIZER=qwen3): the policy answers as vLLM serving Qwen3 would (its real
 tokenizer and chat template) and the model server runs token-in/token-out, so every record's ids are
 real Qwen3 ids.
+
+--policy qwen2.5-coder-0.5b (make demo POLICY=qwen2.5-coder-0.5b): a real model on the CPU instead of the
+scripted policy (prorl_gym/local_models, served by llama.cpp, token-in/token-out), one rollout per row
+by default and each rollout's generated tokens capped (CPU_ROLLOUT_LIMITS): rewards are what it earns.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ from pathlib import Path
 
 from prorl_gym.dashboard.export import find_agent, save_snapshot
 from prorl_gym.environments import Environment, all_config_paths, discover
+from prorl_gym.local_models import MODELS
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.pipeline.aggregate import rollout_metrics
-from prorl_gym.stack import Stack, StackError, collected_records, run_cli
+from prorl_gym.stack import Stack, StackError, collected_records, cpu_rollout_limits, run_cli
 from prorl_gym.watch import PolicyWatch
 
 
@@ -70,23 +75,32 @@ def real_tokens(tokenizer: str | None) -> tuple[list[str], list[str]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=None, help="rollouts per row (default 4; 1 with --policy)")
     parser.add_argument("--envs", default=None, help="comma-separated names (default: every environment found)")
-    parser.add_argument("--tokenizer", default=None, help="qwen3 (or a tokenizer directory): real token ids, tito")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--tokenizer", default=None, help="qwen3 (or a tokenizer directory): real token ids, tito")
+    which.add_argument("--policy", choices=sorted(MODELS), default=None, help="a real model on the CPU (llama.cpp)")
     args = parser.parse_args()
     chosen = chosen_environments(args.envs)
+    repeats = args.repeats or (1 if args.policy else 4)
     out_dir = REPO_ROOT / "results" / "demo"
     out_dir.mkdir(parents=True, exist_ok=True)
-    print("starting the scripted policy (stand-in for a GPU model) and ng_run with every environment ...", flush=True)
+    policy = (
+        f"{args.policy} on the CPU (llama.cpp)" if args.policy else "the scripted policy (stand-in for a GPU model)"
+    )
+    print(f"starting {policy} and ng_run with every environment ...", flush=True)
     lines, down = [], None
     try:
         policy_data = [str(env.example) for env in chosen]
         policy_args, overrides = real_tokens(args.tokenizer)
+        if args.policy:
+            overrides += [o for env in chosen for o in cpu_rollout_limits(env.agent)]
         with Stack(
             all_config_paths(chosen),
             overrides=overrides,
-            policy_data=policy_data,
+            policy_data=None if args.policy else policy_data,
             policy_args=policy_args,
+            local_model=args.policy,
             log_dir=out_dir / "logs",
         ) as stack:
             head = f"http://{stack.head_host}:{stack.head_port}"
@@ -99,7 +113,7 @@ def main() -> int:
                 output = out_dir / f"{env.name}_rollouts.jsonl"
                 started = time.perf_counter()
                 with PolicyWatch(agents[env.name], f"[{env.name}]") as watch:
-                    stack.collect(env.agent, env.example, output, num_repeats=args.repeats)
+                    stack.collect(env.agent, env.example, output, num_repeats=repeats)
                 down = down or watch.down
                 lines.append(summary(env, collected_records(output), time.perf_counter() - started))
                 print(lines[-1], flush=True)

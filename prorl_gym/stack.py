@@ -1,6 +1,7 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""Run the whole stack as child processes: the scripted policy (optional) and `ng_run`.
+"""Run the whole stack as child processes: a policy (optional: the scripted policy, or a real model on the
+CPU served by llama.cpp) and `ng_run`.
 
 Used by the demo, the end-to-end tests and the benchmarks. Everything it starts runs in
 sessions it owns and is stopped on exit, also on error and on Ctrl-C, SIGTERM or SIGHUP (handled as
@@ -29,6 +30,7 @@ from typing import NoReturn
 from prorl_gym.errors import ProrlError
 from prorl_gym.interrupts import StopSignals, follow_make, say_stopped, stop_signals
 from prorl_gym.jsonl import read_jsonl
+from prorl_gym.local_models import local_model, verified
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.preflight import PolicyCheckError
 from prorl_gym.runtime.process import kill_session, session_members
@@ -77,7 +79,10 @@ class Stack:
     config_paths: list[str]
     overrides: list[str] = field(default_factory=list)
     policy_data: list[str] | None = None  # start the scripted policy on these rows
-    policy_args: list[str] = field(default_factory=list)
+    policy_args: list[str] = field(default_factory=list)  # more arguments for the policy's server
+    # Or serve this local model (prorl_gym/local_models: fetched by make setup) as the policy, through
+    # llama.cpp (responses_api_models/llamacpp_policy), with the model server set up for it.
+    local_model: str | None = None
     log_dir: Path = REPO_ROOT / "results" / "logs"
     # How long ng_run may take to have every server up ($PRORL_STACK_READY_TIMEOUT_S: a busy machine).
     ready_timeout_s: float = field(default_factory=lambda: float(os.environ.get("PRORL_STACK_READY_TIMEOUT_S", 300)))
@@ -164,7 +169,10 @@ class Stack:
 
     def start(self) -> None:
         overrides = list(self.overrides)
-        if self.policy_data is not None:
+        if self.local_model is not None:
+            self._start_policy()
+            overrides = local_model_overrides(self.local_model, self.policy_port) + overrides
+        elif self.policy_data is not None:
             self._start_policy()
             overrides.append(f"+policy_base_url=http://127.0.0.1:{self.policy_port}/v1")
         if self.lean_ray and not any("ray_head_node_address=" in o for o in overrides):
@@ -217,27 +225,36 @@ class Stack:
                 )
 
     def _start_policy(self) -> subprocess.Popen:
-        data = [arg for path in self.policy_data for arg in ("--data", path)]
-        argv = [str(BIN / "python"), "-m", "responses_api_models.scripted_policy", *data]
-        policy = self._spawn([*argv, "--port", str(self.policy_port), *self.policy_args], "scripted_policy.log")
-        self._wait_http(f"http://127.0.0.1:{self.policy_port}/health", "scripted policy", policy)
+        if self.local_model is not None:
+            try:  # said here, at once, rather than by a server that exits
+                verified(local_model(self.local_model))
+            except ProrlError as exc:
+                raise StackError(str(exc)) from exc
+            argv = [str(BIN / "python"), "-m", "responses_api_models.llamacpp_policy", "--model", self.local_model]
+            what, log = f"llama.cpp serving {self.local_model}", "llamacpp_policy.log"
+        else:
+            data = [arg for path in self.policy_data for arg in ("--data", path)]
+            argv = [str(BIN / "python"), "-m", "responses_api_models.scripted_policy", *data]
+            what, log = "scripted policy", "scripted_policy.log"
+        policy = self._spawn([*argv, "--port", str(self.policy_port), *self.policy_args], log)
+        self._wait_http(f"http://127.0.0.1:{self.policy_port}/health", what, policy)  # llama.cpp: 503 until loaded
         return policy
 
     def restart_policy(self, down_s: float = 0.0) -> None:
-        """Kill the scripted policy (as a dead GPU server), and after `down_s` start it again on its port."""
+        """Kill the policy (as a dead GPU server), and after `down_s` start it again on its port."""
         self.kill_policy()
         time.sleep(down_s)
         self.start_policy_again()
 
     def kill_policy(self) -> None:
-        """SIGKILL the scripted policy, as a GPU server that dies."""
+        """SIGKILL the policy (scripted or llama.cpp), as a GPU server that dies."""
         policy = self._procs[0]  # started first; ng_run stays last (see `session`)
         os.killpg(policy.pid, signal.SIGKILL)
         policy.wait()
         self._procs.remove(policy)
 
     def start_policy_again(self) -> None:
-        """The scripted policy again, on the same port, after kill_policy()."""
+        """The policy again, on the same port, after kill_policy()."""
         restarted = self._start_policy()
         self._procs.remove(restarted)
         self._procs.insert(0, restarted)
@@ -317,6 +334,25 @@ class Stack:
             for proc in reversed(self._procs):
                 stop_session(proc)
             self._procs.clear()
+
+
+def local_model_overrides(name: str, port: int) -> list[str]:
+    """ng_run overrides for a local model served on `port`: the policy endpoint, and the model server's
+    settings for it (the catalog's: token-in/token-out on llama.cpp, its tool-call parsing)."""
+    server = "+policy_model.responses_api_models.balanced_vllm_model"
+    settings = [f"{server}.{key}={json.dumps(value)}" for key, value in local_model(name).model_server.items()]
+    return [f"+policy_base_url=http://127.0.0.1:{port}/v1", f"+policy_model_name={name}", *settings]
+
+
+# A real model on the CPU generates tens of tokens a second: each rollout's turns and generated tokens are
+# capped so that one that goes round in circles ends (typed: max_turns, max_output_tokens) in minutes.
+CPU_ROLLOUT_LIMITS = {"max_turns": 8, "max_output_tokens": 2048}
+
+
+def cpu_rollout_limits(agent: str, **limits: int) -> list[str]:
+    """ng_run overrides of an agent's limits for rollouts of a model on the CPU (CPU_ROLLOUT_LIMITS, or these)."""
+    chosen = CPU_ROLLOUT_LIMITS | limits
+    return [f"+{agent}.responses_api_agents.prorl_agent.limits.{key}={value}" for key, value in chosen.items()]
 
 
 def run_cli(main: Callable[[], int | None]) -> NoReturn:

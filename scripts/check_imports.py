@@ -38,7 +38,7 @@ LAYERS = [
         "prorl_gym.interrupts",
     ],
     ["prorl_gym.asgi", "prorl_gym.wire", "prorl_gym.preflight", "prorl_gym.disconnect"],
-    ["prorl_gym.runtime", "prorl_gym.tokens"],
+    ["prorl_gym.runtime", "prorl_gym.tokens", "prorl_gym.local_models"],
     ["prorl_gym.sandbox"],
     ["prorl_gym.verify"],
     ["prorl_gym.resources", "prorl_gym.pipeline", "prorl_gym.client", "prorl_gym.watch"],

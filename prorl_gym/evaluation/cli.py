@@ -5,6 +5,7 @@
     python -m prorl_gym.evaluation --env math --split validation [--repeats 4] [--limit N]
         [--policy-base-url URL --policy-model NAME]   a real OpenAI-compatible endpoint (key: $POLICY_API_KEY);
                                                       default: the scripted policy (offline), --scripted-mode gold
+        [--local-model NAME]                          a real model on the CPU (llama.cpp; make setup fetches it)
         [--no-token-ids]                              an endpoint without token ids (evaluation only)
         [--max-failure-rate F]                        exit 1 above it (always on infra failures or all failed)
         [--policy-grace-s S]                          no endpoint healthy this long: the policy is down (60)
@@ -39,6 +40,7 @@ from prorl_gym.evaluation.report import build_report
 from prorl_gym.evaluation.run import SCRIPTED_MODES, Policy, run
 from prorl_gym.evaluation.splits import SplitError, prepared
 from prorl_gym.jsonl import read_jsonl
+from prorl_gym.local_models import MODELS
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import StackError, collected_records, failures_path
 from prorl_gym.wire.failures import FailureType
@@ -71,11 +73,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--policy-base-url", default=None, help="OpenAI-compatible endpoint; default: the scripted policy"
     )
     parser.add_argument("--policy-model", default=None, help="model name at --policy-base-url")
+    parser.add_argument(
+        "--local-model", default=None, choices=sorted(MODELS), help="a real model served here on the CPU by llama.cpp"
+    )
     parser.add_argument("--scripted-mode", default="gold", choices=SCRIPTED_MODES, help="scripted policy behaviour")
     parser.add_argument(
         "--no-token-ids",
         action="store_true",
-        help="evaluate an endpoint that gives no token ids (a hosted API, llama.cpp, Ollama): records carry none",
+        help="evaluate an endpoint that gives no token ids (a hosted API, Ollama): records carry none",
     )
     parser.add_argument(
         "--max-failure-rate",
@@ -110,6 +115,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--env is required (or --from-records)")
     if args.policy_base_url and not args.policy_model:
         parser.error("--policy-model is required with --policy-base-url")
+    if args.policy_base_url and args.local_model:
+        parser.error("--local-model or --policy-base-url, not both")
     if args.repeats is not None and args.repeats < 1:
         parser.error("--repeats must be >= 1")
     return args
@@ -160,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         not args.no_token_ids,
         scripted_latency_ms=args.scripted_latency_ms,
         grace_s=args.policy_grace_s,
+        local_model=args.local_model,
     )
     t0 = time.perf_counter()
     try:

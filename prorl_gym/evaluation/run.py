@@ -17,7 +17,7 @@ from typing import IO
 
 from prorl_gym.dashboard.export import DASHBOARD_HTML, find_agent, save_snapshot
 from prorl_gym.environments import environment as find_environment
-from prorl_gym.stack import Stack, StackError, stop_session
+from prorl_gym.stack import Stack, StackError, cpu_rollout_limits, stop_session
 from prorl_gym.watch import PolicyWatch
 from prorl_gym.wire.jobs import PolicyHealthView
 
@@ -33,20 +33,23 @@ class Collected:
 
 @dataclass
 class Policy:
-    """Either the scripted policy (offline; replays recorded actions) or a real endpoint."""
+    """The scripted policy (offline; replays recorded actions), a real endpoint, or a real model on the CPU."""
 
     base_url: str | None = None  # OpenAI-compatible, e.g. vLLM: http://host:8000/v1 (key: $POLICY_API_KEY)
     model: str | None = None
     scripted_mode: str = "gold"
-    # Off: evaluation only, for endpoints that give no token ids (a hosted API, llama.cpp, Ollama).
+    # Off: evaluation only, for endpoints that give no token ids (a hosted API, Ollama).
     token_ids: bool = True
     scripted_latency_ms: float = 0.0  # the scripted policy's time per answer (a slow policy)
     # no policy endpoint healthy this long: the agent declares the policy down and the rollouts waiting
     # for it end typed policy_down (None: the agent's config, 60 s)
     grace_s: float | None = None
+    local_model: str | None = None  # served here by llama.cpp (prorl_gym/local_models), token-in/token-out
 
     @property
     def label(self) -> str:
+        if self.local_model:
+            return f"{self.local_model} on the CPU (llama.cpp)"
         return f"{self.model} at {self.base_url}" if self.base_url else f"scripted policy ({self.scripted_mode})"
 
 
@@ -106,7 +109,10 @@ def run(
         overrides.append(
             f"+{environment.agent}.responses_api_agents.prorl_agent.policy_health.grace_s={policy.grace_s}"
         )
-    if policy.base_url:
+    if policy.local_model:
+        overrides += cpu_rollout_limits(environment.agent)
+        policy_data, policy_args = None, []
+    elif policy.base_url:
         overrides += [f"+policy_base_url={policy.base_url}", f"+policy_model_name={policy.model}"]
         policy_data, policy_args = None, []
     else:
@@ -122,7 +128,12 @@ def run(
     logs = out_dir / "logs"
     print(f"[eval] starting {policy.label} and ng_run ({env}); logs in {logs}", file=sys.stderr, flush=True)
     with Stack(
-        environment.config_paths(), overrides=overrides, policy_data=policy_data, policy_args=policy_args, log_dir=logs
+        environment.config_paths(),
+        overrides=overrides,
+        policy_data=policy_data,
+        policy_args=policy_args,
+        local_model=policy.local_model,
+        log_dir=logs,
     ) as stack:
         print(
             f"[eval] collecting {repeats} rollout(s) per row of {dataset.name} with ng_collect_rollouts",

@@ -73,7 +73,10 @@ class RolloutRecord(BaseModel):
     reward: float = Field(0.0, description="the verifier's reward; 0.0 with a failure, which trainers must drop")
     failure: Failure | None = Field(None, description="why the rollout failed ({stage, type, message}), or null")
     stop_reason: str | None = Field(
-        None, description="how RUN ended: answered, finish_tool, max_turns, max_output_tokens, max_run_time"
+        None,
+        description="how RUN ended: answered, finish_tool, max_turns, max_output_tokens (a generation or the "
+        "rollout's tokens cut at their limit), context_length (the conversation outgrew the model's context), "
+        "max_run_time",
     )
     timings: dict[str, float] = Field(
         default_factory=dict, description="seconds: <stage>_queue_s and <stage>_s per stage, total_s, policy_s, ..."
@@ -81,6 +84,13 @@ class RolloutRecord(BaseModel):
     num_turns: int = Field(0, description="policy calls")
     num_tool_calls: int = 0
     malformed_tool_calls: int = Field(0, description="tool calls returned to the policy as errors")
+    repeated_tool_calls: int = Field(0, description="tool calls identical (name, arguments) to an earlier one")
+    tool_call_paths: list[str] = Field(
+        default_factory=list,
+        description="how the model server read each tool call, in order: tagged (the model's own format), "
+        "constrained (under a grammar from the tool schemas), lenient_fenced / lenient_bare / lenient_unbraced "
+        "(JSON written without its tags); empty where the server does not say",
+    )
     token_ids_contiguous: bool | None = Field(
         None, description="every turn's prompt ids extend the tokens before (NeMo RL's rule); null without ids"
     )

@@ -81,6 +81,10 @@ class LoopStats:
     turns: int = 0
     tool_calls: int = 0
     malformed_tool_calls: int = 0
+    repeated_tool_calls: int = 0  # calls identical (name and arguments) to an earlier call of the rollout
+    # How the model server read each tool call (tagged, constrained, lenient_*), in order; a server that
+    # does not say leaves it empty.
+    tool_call_paths: list[str] = field(default_factory=list)
     output_tokens: int = 0
     policy_s: float = 0.0
     tools_s: float = 0.0  # tool calls as the agent waits for them (HTTP included)
@@ -109,6 +113,7 @@ class AgentLoop:
     gate: PolicyGate | None = None  # the policy's version and pause (the trainer's weight updates)
     _params_body: dict | None = field(default=None, init=False, repr=False)  # policy_body's caches
     _wire: list[tuple[object, dict]] = field(default_factory=list, init=False, repr=False)
+    _calls_seen: set[tuple[str, str]] = field(default_factory=set, init=False, repr=False)
 
     @property
     def tool_names(self) -> set[str]:
@@ -128,8 +133,8 @@ class AgentLoop:
     async def step(self) -> None:
         response = await self.query()
         self.outputs.extend(response.output)
-        if response.incomplete_details:  # generation cut by max_output_tokens / context length
-            raise Finished("max_output_tokens")
+        if response.incomplete_details:  # generation cut by max_output_tokens, or the context was full
+            raise Finished((response.metadata or {}).get("prorl_stop") or "max_output_tokens")
         calls = [item for item in response.output if item.type == "function_call"]
         if not calls:
             raise Finished("answered")
@@ -222,11 +227,16 @@ class AgentLoop:
         if kind := (response.metadata or {}).get("prorl_prompt"):
             kind = kind.split(":", 1)[0]
             self.stats.token_prompts[kind] = self.stats.token_prompts.get(kind, 0) + 1
+        if paths := (response.metadata or {}).get("prorl_tool_calls"):
+            self.stats.tool_call_paths += paths.split(",")
         self.last_response = response
         return response
 
     async def execute(self, call) -> NeMoGymFunctionCallOutput:
         self.stats.tool_calls += 1
+        if (call.name, call.arguments) in self._calls_seen:  # a model going round in circles: counted, run as asked
+            self.stats.repeated_tool_calls += 1
+        self._calls_seen.add((call.name, call.arguments))
         if call.name not in self.tool_names:
             return self._tool_error(call, f"unknown tool {call.name!r}; available tools: {sorted(self.tool_names)}")
         try:

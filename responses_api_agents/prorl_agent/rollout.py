@@ -407,6 +407,8 @@ class RolloutPipeline:
                 "num_turns": stats.turns if stats else 0,
                 "num_tool_calls": stats.tool_calls if stats else 0,
                 "malformed_tool_calls": stats.malformed_tool_calls if stats else 0,
+                "repeated_tool_calls": stats.repeated_tool_calls if stats else 0,
+                "tool_call_paths": stats.tool_call_paths if stats else [],
                 "token_ids_contiguous": token_ids_contiguous(fields["response"].get("output", [])),
                 "token_ids": _has_token_ids(fields["response"].get("output", [])) if loop else None,
                 "token_prompts": stats.token_prompts if stats else {},

@@ -56,6 +56,7 @@ from prorl_gym.supervise import supervised
 from prorl_gym.wire.items import parse_create_params
 from responses_api_models.balanced_vllm_model.balancer import Unavailable, normalize_url
 from responses_api_models.balanced_vllm_model.client import TokenIdsUnavailable
+from responses_api_models.balanced_vllm_model.llamacpp import CONTEXT_ERROR, UnsupportedSampling
 from responses_api_models.balanced_vllm_model.pool import BalancerSettings, EndpointPool, Lease
 from responses_api_models.balanced_vllm_model.tito import TokenInTokenOut, TokenModeSettings
 from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
@@ -103,6 +104,7 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
     _call_seconds: Any = PrivateAttr()
     _prompts: Any = PrivateAttr()
     _aborted: Any = PrivateAttr()
+    _tool_calls: Any = PrivateAttr()
     _tito: TokenInTokenOut | None = PrivateAttr(None)
 
     def _post_init(self) -> None:
@@ -118,6 +120,8 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
         self._prompts = self._metrics.counter("prorl_token_prompts_total", doc, ("mode", "kind"))
         doc = "Policy calls whose caller went away before the answer: cancelled, their endpoint request closed"
         self._aborted = self._metrics.counter("prorl_policy_calls_aborted_total", doc, ("route",))
+        doc = "Tool calls read from token-in/token-out generations, by path (tagged, constrained, lenient_*: tito.py)"
+        self._tool_calls = self._metrics.counter("prorl_tool_calls_total", doc, ("path",))
         self._tito = TokenInTokenOut(c, c.model, c.uses_reasoning_parser) if c.token_mode == "tito" else None
 
     @classmethod
@@ -156,10 +160,14 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
             response = await self._responses_native(request, body)
         else:
             response = await self._responses_via_chat(request, body)
-        if kind := getattr(request.state, "prorl_prompt", None):  # how this turn's prompt ids were made
-            response.metadata = (response.metadata or {}) | {"prorl_prompt": kind}
-        if cut := getattr(request.state, "prorl_cut", None):  # tito: calls cut by max_tokens, not executed
-            response.metadata = (response.metadata or {}) | {"prorl_cut": cut}
+        said = {  # how its prompt ids were made; how each tool call was read; calls cut and not run; an early end
+            "prorl_prompt": getattr(request.state, "prorl_prompt", None),
+            "prorl_tool_calls": ",".join(getattr(request.state, "prorl_tool_calls", None) or []) or None,
+            "prorl_cut": getattr(request.state, "prorl_cut", None),
+            "prorl_stop": getattr(request.state, "prorl_stop", None),
+        }
+        if said := {k: v for k, v in said.items() if v}:
+            response.metadata = (response.metadata or {}) | said
         return response
 
     async def _responses_route(self, request: Request) -> NeMoGymResponse:
@@ -241,13 +249,17 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
             completion = await self._tito.complete(client, body_dict, prompt)
         except ClientResponseError as e:  # out of context: an empty turn that ended on length, as vllm_model does
             text = e.response_content.decode(errors="replace") if getattr(e, "response_content", None) else ""
-            if e.status == 400 and ("context length" in text or "max_tokens" in text):
+            if e.status == 400 and ("context length" in text or "max_tokens" in text or CONTEXT_ERROR in text):
+                request.state.prorl_stop = "context_length"  # the agent ends the rollout so, not as a token limit
                 empty = self._create_empty_chat_completion()
                 empty.choices[0].finish_reason = "length"
                 return empty
             raise
         if cut := completion.pop("prorl_cut", None):
             request.state.prorl_cut = cut
+        request.state.prorl_tool_calls = paths = completion.pop("prorl_tool_calls")
+        for path in paths:
+            self._tool_calls.labels(path).inc()
         return NeMoGymChatCompletion.model_validate(completion)
 
     async def _responses_native(
@@ -290,6 +302,9 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
         except TokenIdsUnavailable as e:
             outcome = "incompatible"
             raise HTTPException(501, f"{e}. {NO_TOKEN_IDS}") from e
+        except UnsupportedSampling as e:  # the request's, as the endpoint's own refusals
+            outcome = "422"
+            raise HTTPException(422, str(e)) from e
         finally:
             self._call_seconds.labels(lease.endpoint.url, outcome).observe(time.perf_counter() - started)
 

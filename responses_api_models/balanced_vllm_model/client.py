@@ -65,6 +65,10 @@ class EndpointClient(NeMoGymAsyncOpenAI):
         """SGLang's native /generate (input_ids in, output ids out), at the server's root."""
         return await self._post(f"{self.base_url.removesuffix('/v1')}/generate", kwargs)
 
+    async def create_at_root(self, path: str, body: dict) -> dict:
+        """A route at the server's root (llama.cpp's /completion, /apply-template, /tokenize)."""
+        return await self._post(f"{self.base_url.removesuffix('/v1')}{path}", body)
+
     async def _post(self, url: str, body: dict) -> dict:
         response = await self._request(method="POST", url=url, json=body)
         await self._raise_for_status(response, {"url": url, "json": body})

@@ -7,7 +7,8 @@ and produced.
 conversation every turn, which is exact only where the server repairs its prompt (NeMo RL's patched
 vLLM). `token_mode: tito` sends the prompt as token ids (prorl_gym/tokens/prompt.py: the previous
 turn's ids, exactly, then the new messages) to the endpoint's completion route (vLLM
-`/v1/completions` with a token-id prompt, or SGLang `/generate` with `input_ids`), reads the raw
+`/v1/completions` with a token-id prompt, SGLang `/generate` with `input_ids`, or llama.cpp's `/completion`
+with a token-id prompt: llamacpp.py), reads the raw
 generation back into reasoning, content and tool calls itself (prorl_gym/tokens/parsers.py: the
 model family's parsers, chosen in config), and returns a chat completion whose message carries the
 prompt ids, the generated ids and their log-probs as vllm_model's does. Templates are rendered and
@@ -19,6 +20,13 @@ template's call syntax (parsers.check_template) or when the bridge differs from 
 
 A generation cut by max_tokens is not read for calls: a call cut mid-value must not run. The turn keeps
 finish_reason "length", its text is the content, and `prorl_cut` says why (the response's metadata).
+
+Tool calls: each call of a turn is said to have come by one path, in the response's metadata
+(`prorl_tool_calls`, one path per call, in order) and in `/metrics`: `tagged` (the model's own format,
+read by the family's parser), `constrained` (tagged, under a grammar built from the request's tool
+schemas: `tool_call_grammar`, llama.cpp only), or `lenient_fenced` / `lenient_bare` / `lenient_unbraced` /
+`lenient_malformed` (JSON written without the tags, read by prorl_gym/tokens/lenient.py where
+`lenient_tool_calls` is on; never in a generation cut by max_tokens).
 
 In both modes every turn is counted (`prorl_token_prompts_total{mode, kind}`): in tito, how its prompt
 was made (rendered: a first turn; extended: the previous ids; rerendered: a conversation whose last
@@ -32,9 +40,11 @@ import time
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, model_validator
 
 from prorl_gym.tokens.bridge import MARK, call_id
+from prorl_gym.tokens.grammar import tool_call_grammar
+from prorl_gym.tokens.lenient import read_untagged
 from prorl_gym.tokens.parsers import ReasoningParser, ToolParser, check_template, parse
 from prorl_gym.tokens.prompt import (
     LocalTokens,
@@ -46,6 +56,12 @@ from prorl_gym.tokens.prompt import (
 )
 from prorl_gym.tokens.tokenizer import load
 from responses_api_models.balanced_vllm_model.client import EndpointClient
+from responses_api_models.balanced_vllm_model.llamacpp import (
+    LlamaCppTokens,
+    LogProbs,
+    completion_body,
+    read_completion,
+)
 
 # What a completion request carries over from the chat request (sampling, limits); the rest is chat-only.
 SAMPLING_KEYS = (
@@ -77,7 +93,23 @@ class TokenModeSettings(BaseModel):
     end_tokens: list[str] = ["<|im_end|>", "<|endoftext|>"]
     tool_parser: ToolParser = "hermes"
     reasoning_parser: ReasoningParser = "think"
-    completion_api: Literal["vllm", "sglang"] = "vllm"
+    completion_api: Literal["vllm", "sglang", "llamacpp"] = "vllm"
+    # llamacpp: the log-probs recorded: the model's own distribution (as vLLM returns them), or the one
+    # sampled from after llama.cpp's sampler chain (temperature, truncation, a grammar).
+    logprobs: LogProbs = "model"
+    # Constrained tool calls (llamacpp): "request" when the request's tool_choice is "required" or names a
+    # function (as vLLM's structured outputs); "always" on every turn that offers tools (tool_choice
+    # "none" excepted); "off" never. One call a turn: a small model allowed several writes the same call
+    # again and again until its token limit (seen with Qwen2.5-Coder-0.5B).
+    tool_call_grammar: Literal["off", "request", "always"] = "off"
+    # Read calls written without their tags (prorl_gym/tokens/lenient.py) when a turn has no tagged call.
+    lenient_tool_calls: bool = False
+
+    @model_validator(mode="after")
+    def _grammar_needs_llamacpp(self):
+        if self.tool_call_grammar != "off" and self.completion_api != "llamacpp":
+            raise ValueError("tool_call_grammar needs completion_api: llamacpp (its grammars are llama.cpp's GBNF)")
+        return self
 
 
 class EndpointTokens:
@@ -139,24 +171,34 @@ class TokenInTokenOut:
         self._ends: dict[str, frozenset] = {}
 
     def source(self, client: EndpointClient) -> TokenSource:
-        return self._local or EndpointTokens(client, self.model, self.settings.end_tokens, self._ends)
+        if self._local is not None:
+            return self._local
+        if self.settings.completion_api == "llamacpp":
+            return LlamaCppTokens(client, self.settings.end_tokens, self._ends)
+        return EndpointTokens(client, self.model, self.settings.end_tokens, self._ends)
 
     async def prompt(self, client: EndpointClient, body: dict[str, Any]) -> Prompt:
         kwargs = dict(body.get("chat_template_kwargs") or {})
         return await turn_prompt(self.source(client), body["messages"], body.get("tools"), kwargs)
 
     async def complete(self, client: EndpointClient, body: dict[str, Any], prompt: Prompt) -> dict:
-        """The chat completion (as a dict) of one generation from `prompt`'s ids."""
+        """The chat completion (as a dict) of one generation from `prompt`'s ids; `prorl_tool_calls` in it
+        names the path of each call (the model server moves it into the response's metadata)."""
         params = {k: body[k] for k in SAMPLING_KEYS if body.get(k) is not None}
         if "max_tokens" not in params and body.get("max_completion_tokens"):
             params["max_tokens"] = body["max_completion_tokens"]
+        grammar = self._grammar(body)
         if self.settings.completion_api == "sglang":
             generated, log_probs, text, finish = await self._sglang(client, prompt.ids, params)
+        elif self.settings.completion_api == "llamacpp":
+            request = completion_body(prompt.ids, params, self.settings.logprobs, grammar)
+            answer = await client.create_at_root("/completion", request)
+            generated, log_probs, text, finish = read_completion(answer, self.settings.logprobs)
         else:  # the request's metadata goes along, as vllm_model's chat route sends it (vLLM ignores it)
             metadata = {"metadata": body["metadata"]} if body.get("metadata") else {}
             generated, log_probs, text, finish = await self._vllm(client, prompt.ids, params | metadata)
         ends = await self.source(client).end_ids()
-        return self.reply(body, prompt, generated, log_probs, text, finish, ends)
+        return self.reply(body, prompt, generated, log_probs, text, finish, ends, constrained=grammar is not None)
 
     def reply(
         self,
@@ -167,8 +209,10 @@ class TokenInTokenOut:
         text: str,
         finish: str,
         ends: frozenset[int],
+        constrained: bool = False,
     ) -> dict:
-        """The generation read back (parsers, the cut rule) as the chat completion the agent gets."""
+        """The generation read back (parsers, the cut rule, calls without tags where lenient_tool_calls) as the
+        chat completion the agent gets; `constrained`: generated under a tool-call grammar."""
         text = _without_end(text, self._end_texts(ends))
         tools = self.settings.tool_parser if body.get("tools") else "none"
         schemas = {t["function"]["name"]: t["function"].get("parameters") for t in _functions(body.get("tools"))}
@@ -179,6 +223,11 @@ class TokenInTokenOut:
             turn = parse(text, "none", self.reasoning, token_ids=generated)
             if self.reasoning == "openai":  # harmony's parser gives no text for a call: keep the raw text
                 turn.content = turn.content or text
+        paths = ["constrained" if constrained else "tagged"] * len(turn.tool_calls)
+        lenient = self.settings.lenient_tool_calls and body.get("tools") and finish != "length"  # (the cut rule)
+        if lenient and not turn.tool_calls and cut is None:
+            turn.content, found = read_untagged(turn.content)
+            turn.tool_calls, paths = [c.function() for c in found], [f"lenient_{c.form}" for c in found]
         content = (f"<think>{turn.reasoning}</think>" if turn.reasoning is not None else "") + turn.content
         calls = [{"id": call_id(self.id_form), "type": "function", "function": c} for c in turn.tool_calls]
         message = {
@@ -201,7 +250,18 @@ class TokenInTokenOut:
                 "completion_tokens": len(generated),
                 "total_tokens": len(prompt.ids) + len(generated),
             },
+            "prorl_tool_calls": paths,
         }
+
+    def _grammar(self, body: dict[str, Any]) -> str | None:
+        """The grammar constraining this turn to a tool call, if it is to be constrained."""
+        mode, tools, choice = self.settings.tool_call_grammar, body.get("tools"), body.get("tool_choice")
+        if mode == "off" or not tools or choice == "none":
+            return None
+        named = (choice.get("function") or {}).get("name") if isinstance(choice, dict) else None
+        if mode == "request" and choice != "required" and named is None:
+            return None
+        return tool_call_grammar(tools, only=named, parallel=False)
 
     def _end_texts(self, ends: frozenset[int]) -> list[str]:
         if self._local is not None:

@@ -147,3 +147,38 @@ async def test_a_turn_sends_token_ids_of_the_last_turn_only_and_the_record_keeps
     assert requests[-1][0] == {"role": "user", "content": "q"}  # the task's input, as given
     calls = [o for o in loop.outputs if o.type == "function_call"]
     assert [c.prompt_token_ids for c in calls] == [[1] * 3, [2] * 3, [3] * 3, [4] * 3]  # the record: all
+
+
+def said_by_the_model_server(turn, metadata: dict, incomplete: bool = False):
+    """A model server handler whose answers carry our metadata (tool-call paths, why a turn ended)."""
+
+    def handler(body):
+        answer = json.loads(turn(body)._body)
+        answer["metadata"] = metadata
+        if incomplete:
+            answer["incomplete_details"] = {"reason": "max_output_tokens"}
+        return FakeResponse(200, answer, {"model_session": "m1"})
+
+    return handler
+
+
+async def test_each_calls_path_and_repeated_calls_are_counted(client):
+    """What a real model does: the same call again and again (run as asked, counted), calls read from
+    JSON written without tags (the model server says so per call, and the record keeps it)."""
+    turn = model_turns(("calls", [("bash", '{"command": "ls"}'), ("bash", '{"command": "ls"}')]))
+    client.route(
+        "model", "/v1/responses", said_by_the_model_server(turn, {"prorl_tool_calls": "lenient_fenced,tagged"})
+    )
+    loop = make_loop(client, max_turns=2)
+    assert await loop.run() == "max_turns"
+    assert loop.stats.tool_calls == 4 and loop.stats.repeated_tool_calls == 3
+    assert loop.stats.tool_call_paths == ["lenient_fenced", "tagged"] * 2
+    assert [o.output for o in loop.outputs if o.type == "function_call_output"] == ["ran ls"] * 4
+
+
+async def test_a_full_context_ends_the_rollout_as_context_length_not_as_a_token_limit(client):
+    turn = model_turns(("text", ""))
+    client.route("model", "/v1/responses", said_by_the_model_server(turn, {"prorl_stop": "context_length"}, True))
+    assert await make_loop(client).run() == "context_length"
+    client.route("model", "/v1/responses", said_by_the_model_server(turn, {}, True))
+    assert await make_loop(client).run() == "max_output_tokens"
