@@ -123,7 +123,7 @@ def timing_percentiles(records: list[dict[str, Any]]) -> dict[str, dict[str, Any
 
 def tool_stats(valid: list[dict[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for key in ("num_tool_calls", "num_turns", "malformed_tool_calls"):
+    for key in ("num_tool_calls", "num_turns", "malformed_tool_calls", "repeated_tool_calls"):
         values = [r[key] for r in valid if isinstance(r.get(key), int)]
         if values:
             out[key] = summary(values) | {"total": sum(values), "distribution": dict(sorted(Counter(values).items()))}
@@ -132,6 +132,11 @@ def tool_stats(valid: list[dict[str, Any]]) -> dict[str, Any]:
             1 for r in valid if (r.get("malformed_tool_calls") or 0) > 0
         )
     return out
+
+
+def tool_call_paths(valid: list[dict[str, Any]]) -> dict[str, int]:
+    """How the model server read the tool calls (tagged, constrained, lenient_*), over valid rollouts."""
+    return dict(Counter(path for r in valid for path in r.get("tool_call_paths") or []).most_common())
 
 
 def extras(valid: list[dict[str, Any]], fields: ReportFields) -> dict[str, Any]:
@@ -211,6 +216,7 @@ def evaluate(
         "failures": failure_breakdown(failed),
         "timings": timing_percentiles(records),
         "tools": tool_stats(valid),
+        "tool_call_paths": tool_call_paths(valid),
         "stop_reasons": dict(Counter(str(r.get("stop_reason")) for r in valid if r.get("stop_reason")).most_common()),
         "token_ids_contiguous": {
             "n": len(contiguous),

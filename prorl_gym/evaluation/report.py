@@ -152,6 +152,8 @@ def tools_section(m: dict[str, Any]) -> str:
     text = table(["per valid rollout", "mean", "p50", "max", "total", "distribution (value: rollouts)"], rows)
     if "malformed_tool_calls" in tools:
         text += f"\n\nRollouts with at least one malformed tool call: {tools['malformed_tool_calls']['rollouts_with_any']}."
+    if paths := m.get("tool_call_paths"):  # how the model server read them (a model writing calls without tags)
+        text += "\n\nTool calls by how they were read: " + ", ".join(f"{k} {v}" for k, v in paths.items()) + "."
     return "## Tool calls and turns\n\n" + text
 
 

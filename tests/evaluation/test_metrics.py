@@ -95,6 +95,17 @@ def test_evaluate_counts_failed_rollouts_as_not_passing():
     assert m["token_ids_contiguous"] == {"n": 6, "fraction": 1.0}
 
 
+def test_how_tool_calls_were_read_and_repeated_calls_are_summed():
+    records = [
+        rollout(0, 0, tool_call_paths=["lenient_fenced", "lenient_fenced"], repeated_tool_calls=1),
+        rollout(0, 1, tool_call_paths=["tagged", "lenient_malformed"], repeated_tool_calls=0),
+        rollout(1, 0, failure="policy_error", tool_call_paths=["tagged"]),  # not a valid rollout
+    ]
+    m = evaluate(records, repeats=2)
+    assert m["tool_call_paths"] == {"lenient_fenced": 2, "tagged": 1, "lenient_malformed": 1}
+    assert m["tools"]["repeated_tool_calls"]["total"] == 1
+
+
 def test_missing_rollouts_count_against_the_task():
     m = evaluate([rollout(0, 0), rollout(0, 1)], repeats=4)  # two of four repeats never came back
     assert m["counts"]["missing_rollouts"] == 2
