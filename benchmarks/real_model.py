@@ -43,7 +43,8 @@ def collect(stack: Stack, envs: list[Environment], rows: dict[str, tuple[Path, i
     for env in envs:
         path, repeats = rows[env.name]
         output = out / f"{env.name}.jsonl"
-        stack.collect(env.agent, path, output, num_repeats=repeats, timeout_s=7200)
+        # one rollout at a time: llama.cpp's one slot keeps the conversation cached turn after turn
+        stack.collect(env.agent, path, output, repeats, extra=["+num_samples_in_parallel=1"], timeout_s=7200)
         records[env.name] = collected_records(output)
     return {
         "records": records,

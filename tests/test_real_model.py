@@ -16,7 +16,6 @@ The weights come from `make setup` (fetched once, verified); without them the mo
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import os
@@ -68,7 +67,9 @@ def stack(tmp_path_factory):
 
 def collect(stack, env: str, limit: int, repeats: int = 1) -> list[dict]:
     output = stack.tmp / f"{env}.jsonl"
-    stack.collect(ENVIRONMENTS[env].agent, ENVIRONMENTS[env].example, output, repeats, extra=[f"+limit={limit}"])
+    # one rollout at a time: llama.cpp's one slot keeps its conversation cached, turn after turn
+    extra = [f"+limit={limit}", "+num_samples_in_parallel=1"]
+    stack.collect(ENVIRONMENTS[env].agent, ENVIRONMENTS[env].example, output, repeats, extra=extra, timeout_s=3000)
     return collected_records(output)
 
 
@@ -127,7 +128,7 @@ def test_generated_ids_and_their_log_probs_are_the_models_own(stack, math_record
     """Each record's last turn replayed on the server: its prompt ids, the recorded ids forced one by one
     (a grammar of token ids): the model's log-probs for them are the recorded ones. Ids re-encoded from
     text, shifted or split differently would not score so."""
-    records = math_records[:3] + [r for records in other_records.values() for r in records]
+    records = math_records[:1] + [r for records in other_records.values() for r in records]
     for record in records:
         turn = generations(record)[-1]
         ids = turn["generation_token_ids"]
@@ -143,7 +144,6 @@ def test_generated_ids_and_their_log_probs_are_the_models_own(stack, math_record
 
 
 def test_every_environments_tools_make_a_grammar_llamacpp_takes(stack):
-    head = f"http://{stack.head_host}:{stack.head_port}"
     urls = stack.server_urls()
     ids = [151644, 872, 198, 13048, 151645, 198, 151644, 77091, 198]  # <|im_start|>user\nHi<|im_end|>\n...assistant\n
     for env in ENVIRONMENTS.values():
@@ -153,7 +153,7 @@ def test_every_environments_tools_make_a_grammar_llamacpp_takes(stack):
         first = post(
             f"{stack.llamacpp}/completion", {"prompt": ids, "grammar": grammar, "n_predict": 1, "return_tokens": True}
         )
-        assert first["tokens"] == [151657], (env.name, head)  # <tool_call>, the special token itself
+        assert first["tokens"] == [151657], env.name  # <tool_call>, the special token itself
 
 
 def rows(env: str, n: int = 1, **params) -> list[dict]:
@@ -218,4 +218,3 @@ async def test_the_async_training_example_pauses_and_resumes_around_weight_updat
     assert reports[0].versions[0] == 0 and set(reports[1].versions) <= {0, 1, 2}
     policy = await math_client.policy()
     assert policy.version == 2 and not policy.paused
-    await asyncio.sleep(0)
