@@ -105,6 +105,7 @@ def real_model_figures(run: dict) -> dict:
 
 def run(math_rows: int, repeats: int, other_rows: int, out: Path) -> dict:
     out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
     envs = discover()
     rows = {
         env.name: (

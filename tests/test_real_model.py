@@ -126,8 +126,9 @@ def post(url: str, body: dict) -> dict:
 
 def test_generated_ids_and_their_log_probs_are_the_models_own(stack, math_records, other_records):
     """Each record's last turn replayed on the server: its prompt ids, the recorded ids forced one by one
-    (a grammar of token ids): the model's log-probs for them are the recorded ones. Ids re-encoded from
-    text, shifted or split differently would not score so."""
+        (a grammar of token ids): the model's log-probs for them are the recorded ones. Ids re-encoded from
+        text, shifted or split differently would not score so (the ids and log-probs are also checked as the
+    server returned them: llamacpp.read_completion)."""
     records = math_records[:1] + [r for records in other_records.values() for r in records]
     for record in records:
         turn = generations(record)[-1]
@@ -140,7 +141,10 @@ def test_generated_ids_and_their_log_probs_are_the_models_own(stack, math_record
         )
         assert answer["tokens"] == ids
         replayed = [e["logprob"] for e in answer["completion_probabilities"]]
-        assert max(abs(a - b) for a, b in zip(replayed, turn["generation_log_probs"])) < 0.05
+        # the same ids scored again: equal up to float noise (the KV cache is batched otherwise on a replay; seen:
+        # mean 0.0065, max 0.13 over 192 tokens); a token that was not the one sampled would be off by far more
+        differences = [abs(a - b) for a, b in zip(replayed, turn["generation_log_probs"], strict=True)]
+        assert sum(differences) / len(differences) < 0.02 and max(differences) < 1.0, differences
 
 
 def test_every_environments_tools_make_a_grammar_llamacpp_takes(stack):
