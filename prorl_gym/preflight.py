@@ -10,7 +10,10 @@ rollouts will ask of it:
    without the route (llama.cpp, some hosted APIs) answers 404: step 2 checks the name then.
 2. `POST {base}/chat/completions`, one token of a one-line prompt under that model name, with
    token ids asked for as the policy model server asks for them (per-token log-probs with
-   `return_tokens_as_token_ids`) when they are on: it generates, and the ids come back.
+   `return_tokens_as_token_ids`) when they are on: it generates, and the ids come back. A llama.cpp
+   server (`completion_api="llamacpp"`: a local model, once its launcher has loaded it) is asked as
+   the model server asks it, at its root: the prompt tokenized by `/tokenize`, one token of
+   `/completion` with the prompt as ids, the generated id and its log-prob back.
 
 A failure raises PolicyCheckError with each request tried, what came back, and what to change.
 """
@@ -21,7 +24,9 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import aiohttp
 
@@ -51,6 +56,9 @@ class PolicyCheck:
     api_key: str | None = None  # default: $POLICY_API_KEY
     connect_timeout_s: float = 5.0
     answer_timeout_s: float = 60.0  # one token from a busy GPU server
+    # how the policy model server asks for tokens: chat completions (vLLM, SGLang, hosted APIs), or
+    # llama.cpp's /completion with token ids (balanced_vllm_model's completion_api: llamacpp)
+    completion_api: Literal["chat", "llamacpp"] = "chat"
 
 
 async def check_policy(check: PolicyCheck) -> list[str]:
@@ -83,6 +91,8 @@ async def _check_one(http: aiohttp.ClientSession, base: str, check: PolicyCheck)
     if listed is not None and check.model not in listed:
         return failed(f"set the model name (MODEL=, --policy-model) to one it serves: {', '.join(listed) or 'none'}")
 
+    if check.completion_api == "llamacpp":
+        return await _check_llamacpp(http, base, check, tried, failed, started)
     body = {"model": check.model, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1}
     body |= TOKEN_ID_FIELDS if check.token_ids else {}
     status, answer, said = await _request(http, "POST", f"{base}/chat/completions", body, check)
@@ -103,6 +113,38 @@ async def _check_one(http: aiohttp.ClientSession, base: str, check: PolicyCheck)
         return failed(FIX_TOKEN_IDS)
     what = "gives token ids" if check.token_ids else "token ids off"
     return True, f"{base}: answers, serves {check.model!r}, {what} ({time.monotonic() - started:.2f}s)"
+
+
+async def _check_llamacpp(
+    http: aiohttp.ClientSession,
+    base: str,
+    check: PolicyCheck,
+    tried: list[str],
+    failed: Callable[[str], tuple[bool, str]],
+    started: float,
+) -> tuple[bool, str]:
+    """Step 2 on llama.cpp's own routes, as responses_api_models/balanced_vllm_model/llamacpp.py uses them."""
+    root = base.removesuffix("/v1")
+    fix = "the endpoint must be llama.cpp's server (responses_api_models/llamacpp_policy); see its own log"
+    body = {"content": "Say OK.", "add_special": False, "parse_special": True}
+    status, answer, said = await _request(http, "POST", f"{root}/tokenize", body, check)
+    tried.append(f"POST {root}/tokenize: {said}")
+    if status is None:
+        return failed(FIX_URL)
+    ids = answer.get("tokens") if status == 200 and isinstance(answer, dict) else None
+    if not ids or not all(isinstance(i, int) for i in ids):
+        return failed(fix)
+    body = {"prompt": ids, "n_predict": 1, "return_tokens": True, "n_probs": 1, "cache_prompt": False}
+    status, answer, said = await _request(http, "POST", f"{root}/completion", body, check)
+    tried.append(f"POST {root}/completion ({len(ids)} prompt ids, 1 token with its id and log-prob): {said}")
+    if status is None:
+        return failed(FIX_URL)
+    generated = answer.get("tokens") if status == 200 and isinstance(answer, dict) else None
+    probs = (answer.get("completion_probabilities") or [{}]) if generated else [{}]
+    if not generated or probs[0].get("id") != generated[0] or "logprob" not in probs[0]:
+        tried.append("the answer has no generated id with its log-prob")
+        return failed(fix)
+    return True, f"{base}: answers, serves {check.model!r}, gives token ids ({time.monotonic() - started:.2f}s)"
 
 
 async def _request(

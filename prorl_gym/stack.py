@@ -13,6 +13,7 @@ Ctrl-C while the stack runs: prorl_gym/interrupts.py), so nothing is left behind
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -32,7 +33,7 @@ from prorl_gym.interrupts import StopSignals, follow_make, say_stopped, stop_sig
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.local_models import local_model, verified
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.preflight import PolicyCheckError
+from prorl_gym.preflight import PolicyCheck, PolicyCheckError, check_policy
 from prorl_gym.runtime.process import kill_session, session_members
 
 BIN = Path(sys.executable).parent
@@ -238,6 +239,15 @@ class Stack:
             what, log = "scripted policy", "scripted_policy.log"
         policy = self._spawn([*argv, "--port", str(self.policy_port), *self.policy_args], log)
         self._wait_http(f"http://127.0.0.1:{self.policy_port}/health", what, policy)  # llama.cpp: 503 until loaded
+        if self.local_model is not None:  # loaded: asked as the model server will ask it (preflight.py)
+            check = PolicyCheck(
+                [f"http://127.0.0.1:{self.policy_port}/v1"], self.local_model, completion_api="llamacpp"
+            )
+            try:
+                for line in asyncio.run(check_policy(check)):
+                    print(f"[stack] policy check: {line}", file=sys.stderr, flush=True)
+            except PolicyCheckError as exc:
+                raise StackError(f"{what} started but cannot serve rollouts ({self.log_dir / log}): {exc}") from exc
         return policy
 
     def restart_policy(self, down_s: float = 0.0) -> None:
