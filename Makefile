@@ -139,6 +139,13 @@ demo: setup link-venvs configs
 test: setup link-venvs configs lint
 	$(PY) -m pytest -q
 
+# The long real-model tier (tests/test_real_model_full.py): Qwen2.5-Coder-0.5B on llama.cpp through every
+# environment, the tool-call grammar, a runaway generation, the async example; ~40 min on 2 busy cores.
+# `make test` runs the short tier (tests/test_real_model.py).
+.PHONY: test-real-model
+test-real-model: setup link-venvs configs
+	PRORL_REAL_MODEL_FULL=1 $(PY) -m pytest -q tests/test_real_model_full.py
+
 # ruff: NeMo Gym's settings (line length 119, isort); config in pyproject.toml.
 .PHONY: lint
 lint: setup

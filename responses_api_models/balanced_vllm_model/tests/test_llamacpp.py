@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""completion_api: llamacpp, the request and the answer (the real server: tests/test_real_model.py)."""
+"""completion_api: llamacpp, the request and the answer (the real server: tests/test_real_model.py, tests/test_real_model_full.py)."""
 
 from __future__ import annotations
 
