@@ -19,7 +19,9 @@ import os
 from collections import OrderedDict
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from prorl_gym.config import StrictConfig
 
 # Span attribute names (OpenTelemetry style: namespaced, dotted).
 JOB_ID = "prorl.job_id"
@@ -37,7 +39,7 @@ STATUS = "http.response.status_code"
 MAX_ATTRIBUTE_CHARS = 1000  # tool arguments can be whole files: an attribute keeps their start
 
 
-class TracingConfig(BaseModel):
+class TracingConfig(StrictConfig):
     """The agent's `tracing:` block."""
 
     # OTLP/HTTP collector (http://host:4318, or its /v1/traces URL); default: the standard OTEL_* variables

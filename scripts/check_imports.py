@@ -25,6 +25,7 @@ SKIP_PARTS = {"tests", "__pycache__", "data", "guard"}  # tests; data scripts; c
 # Units of the library, lowest layer first; units on one line are one layer (neither imports the other).
 LAYERS = [
     ["prorl_gym.server_zygote"],
+    ["prorl_gym.config"],
     [
         "prorl_gym.errors",
         "prorl_gym.paths",

@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nemo_gym.responses_converter import ResponsesConverter
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from prorl_gym.capture.lineage import RootLink, context_key, root_link
 from prorl_gym.capture.tree import TokenTree, TreeNode
+from prorl_gym.config import StrictConfig
 from prorl_gym.errors import ProrlError
 from prorl_gym.tokens.template import text_of
 from prorl_gym.wire.items import TRAINING_FIELDS
@@ -42,10 +43,8 @@ from prorl_gym.wire.items import TRAINING_FIELDS
 THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)  # a reasoning model's thinking, leading its text
 
 
-class CaptureLimits(BaseModel):
+class CaptureLimits(StrictConfig):
     """Enforced whatever the harness does; a call past one is refused and ends the capture."""
-
-    model_config = ConfigDict(extra="forbid")
 
     max_calls: int = Field(100, ge=1)
     max_output_tokens: int | None = Field(None, ge=1)  # summed over calls

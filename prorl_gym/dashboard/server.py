@@ -31,8 +31,9 @@ from typing import Any
 import orjson
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from prorl_gym.config import StrictConfig
 from prorl_gym.dashboard.index import Query as Search
 from prorl_gym.dashboard.index import RecentRuns, RolloutIndex, turns
 from prorl_gym.dashboard.live import LiveCounters, Series
@@ -47,7 +48,7 @@ POLICY_CALLS = re.compile(r'^prorl_policy_call_seconds_(sum|count)\{endpoint="([
 RECORD_FIELDS = set(RolloutRecord.model_fields) | {"_ng_failure_class", "responses_create_params"}
 
 
-class DashboardConfig(BaseModel):
+class DashboardConfig(StrictConfig):
     """The agent's `dashboard:` block."""
 
     enabled: bool = True
@@ -63,11 +64,11 @@ class DashboardConfig(BaseModel):
     cache_s: float = Field(1.0, ge=0)  # the live answer is computed at most this often
 
 
-class CancelBatch(BaseModel):
+class CancelBatch(StrictConfig):
     batch_id: str
 
 
-class DrainHost(BaseModel):
+class DrainHost(StrictConfig):
     host: str
     draining: bool = True
 

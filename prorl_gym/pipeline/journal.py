@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel
-
+from prorl_gym.config import StrictConfig
 from prorl_gym.errors import ProrlError
 from prorl_gym.paths import REPO_ROOT
 
@@ -54,7 +53,7 @@ WAL_SIZE_LIMIT = 4 << 20  # bytes the write-ahead log keeps after a checkpoint
 FREE_PAGES_KEPT = 4 << 20  # bytes of freed pages (dropped rows) kept for reuse before they go back to the disk
 
 
-class JournalConfig(BaseModel):
+class JournalConfig(StrictConfig):
     """The agent's `journal:` config block."""
 
     persist: bool = True  # false: in memory only (a restart forgets every job)

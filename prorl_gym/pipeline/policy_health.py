@@ -29,8 +29,9 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from prorl_gym.config import StrictConfig
 from prorl_gym.wire.jobs import PolicyHealthView
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ log = logging.getLogger(__name__)
 EndpointsProbe = Callable[[], Awaitable[tuple[int, bytes]]]
 
 
-class PolicyHealthConfig(BaseModel):
+class PolicyHealthConfig(StrictConfig):
     """The agent's `policy_health:` block."""
 
     # no endpoint healthy this long: the policy is declared down (null: never; rollouts wait for it up to

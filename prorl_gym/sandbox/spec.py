@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, Field, SerializeAsAny
+from pydantic import BeforeValidator, Field, SerializeAsAny
 
+from prorl_gym.config import StrictConfig
 from prorl_gym.runtime.python import PythonRuntimeKind
 from prorl_gym.sandbox.backends.kinds import BackendOptions, options_class
 from prorl_gym.sandbox.layout import default_python, default_root_dir
@@ -16,7 +17,7 @@ from prorl_gym.sandbox.layout import default_python, default_root_dir
 GiB = 1 << 30
 
 
-class ResourceLimits(BaseModel):
+class ResourceLimits(StrictConfig):
     """Enforced per sandbox with rlimits (rootless, portable) and tmpfs sizes.
 
     A hit gives a clear result: CPU time -> SIGXCPU, file size -> SIGXFSZ ("File too
@@ -34,7 +35,7 @@ class ResourceLimits(BaseModel):
     tmp_bytes: int = 1 * GiB  # tmpfs size of /tmp
 
 
-class Bind(BaseModel):
+class Bind(StrictConfig):
     src: str
     dst: str | None = None  # default: same path inside
     writable: bool = False
@@ -56,7 +57,7 @@ def backend_options(value: Any) -> BackendOptions:
     return options_class(value["kind"]).model_validate(value)
 
 
-class SandboxSpec(BaseModel):
+class SandboxSpec(StrictConfig):
     # Where and how isolated: the backend and its own options (local: bubblewrap; apptainer; ...).
     backend: Annotated[SerializeAsAny[BackendOptions], BeforeValidator(backend_options)] = Field(
         default_factory=lambda: backend_options("local")

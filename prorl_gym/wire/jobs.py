@@ -9,12 +9,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from prorl_gym.config import StrictConfig
 from prorl_gym.wire.records import JobStatus, RolloutRecord
 
 BATCH_ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"  # no '/': a batch id is one URL path segment
 
 
-class JobLimits(BaseModel):
+class JobLimits(StrictConfig):
     """The server's bounds: the agent's `jobs:` config block, reported by /status."""
 
     max_active_jobs: int = Field(10_000, ge=1)  # accepted and unfinished, over all batches -> 429
@@ -39,7 +40,7 @@ class Sampling(BaseModel):
     max_output_tokens: int | None = Field(None, ge=1)
 
 
-class ForkFrom(BaseModel):
+class ForkFrom(StrictConfig):
     """Start from turn `turn` of a finished job that ran with snapshots: its sandbox as it was then, its
     transcript up to then (token ids included); only the turns after are sampled. `rows` stays empty."""
 
@@ -47,10 +48,9 @@ class ForkFrom(BaseModel):
     turn: int = Field(ge=1)
 
 
-class Stragglers(BaseModel):
+class Stragglers(StrictConfig):
     """A batch's per-sample straggler control (prorl_gym/pipeline/stragglers.py, docs/job_api.md)."""
 
-    model_config = ConfigDict(extra="forbid")
     # wait: the batch waits for it (its cost measured); backfill: cancelled, a fresh sample of the same prompt
     # started (the group keeps its size); evict: cancelled, its group admitted without it (partial)
     policy: Literal["wait", "backfill", "evict"] = "wait"
@@ -76,8 +76,7 @@ class StragglerProgress(BaseModel):
     time_saved_s: float  # estimate (conservative) of how much sooner the batch ended than had it waited for them
 
 
-class SubmitRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SubmitRequest(StrictConfig):
     rows: list[Any]
     environment: str | None = None  # checked against what the agent serves
     batch_id: str | None = Field(None, pattern=BATCH_ID_PATTERN)
@@ -213,18 +212,15 @@ class PolicyState(BaseModel):
     aborted: int  # calls aborted by a pause and issued again, since the agent started
 
 
-class PolicyVersion(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class PolicyVersion(StrictConfig):
     version: int = Field(ge=0)
 
 
-class PolicyPause(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class PolicyPause(StrictConfig):
     # True: the calls in flight are cancelled and issued again after resume (their partial output
     # discarded); False: they finish (under the version they were sent with)
     abort_in_flight: bool = False
 
 
-class PolicyResume(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class PolicyResume(StrictConfig):
     version: int | None = Field(None, ge=0)  # the weights now loaded, if they changed

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from prorl_gym.config import StrictConfig
 from prorl_gym.wire.failures import Failure
 
 # A record's `timings`, in the order reports list them: each stage's queue wait and its time, the
@@ -156,12 +157,11 @@ def failed_record(row: dict | None, failure: Failure, timings: dict[str, float] 
     return RolloutRecord.model_validate(fields | {"timings": timings or {}})
 
 
-class ReportFields(BaseModel):
+class ReportFields(StrictConfig):
     """Which of an environment's record fields (its verify fields, its rows' own) the evaluation
     report summarises: declared in the environment's config (`report:` in its resources server's
     block), so the report knows no environment by name."""
 
-    model_config = ConfigDict(extra="forbid")
     numeric: list[str] = Field(default_factory=list)  # mean, percentiles over valid rollouts
     boolean: list[str] = Field(default_factory=list)  # the fraction that is true
     present: list[str] = Field(default_factory=list)  # the fraction where it is set (e.g. an answer parsed)

@@ -6,7 +6,9 @@
 from typing import Any
 
 from nemo_gym.base_resources_server import BaseSeedSessionResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
+
+from prorl_gym.config import StrictConfig
 
 # In a tool's answer: the shell or kernel died during the call and a fresh one was started (its
 # state, and possibly the call's effect, is gone). The scripted policy does such a step again.
@@ -35,11 +37,11 @@ class SnapshotResponse(BaseModel):
     snapshot_id: str  # of the session's sandbox as it is now: seed with SNAPSHOT_KEY to branch from it
 
 
-class ReleaseSnapshotsRequest(BaseModel):
+class ReleaseSnapshotsRequest(StrictConfig):
     snapshot_ids: list[str]
 
 
-class CheckRowsRequest(BaseModel):
+class CheckRowsRequest(StrictConfig):
     rows: list[Any]
 
 
@@ -61,12 +63,11 @@ CHAT_COMPLETIONS_PATH, RESPONSES_PATH, MESSAGES_PATH = "chat/completions", "resp
 MODEL_PATHS = frozenset({CHAT_COMPLETIONS_PATH, RESPONSES_PATH, MESSAGES_PATH})
 
 
-class HarnessRunRequest(BaseModel):
+class HarnessRunRequest(StrictConfig):
     """Run an agent harness inside the session's sandbox (POST /harness): a program of a prepared
     environment bound read-only into every sandbox of the server (its `harness_envs`), pointed at the
     rollout's capture endpoint through a Unix socket bound into the sandbox (it keeps no network)."""
 
-    model_config = ConfigDict(extra="forbid")
     harness_env: str  # one of the server's harness_envs
     # A shell command, run from `cwd` in a subshell of the sandbox's shell. It finds: $PRORL_HARNESS_ENV
     # (the environment's directory), $PRORL_MODEL_URL (an OpenAI-compatible base URL on the sandbox's

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from prorl_gym.config import StrictConfig
 from prorl_gym.resources.server import (
     SandboxResourcesServer,
     SandboxResourcesServerConfig,
@@ -40,7 +41,7 @@ from resources_servers.code.check import (
 )
 
 
-class CodeEvalConfig(BaseModel):
+class CodeEvalConfig(StrictConfig):
     limits: CodeLimits = Field(default_factory=CodeLimits)  # a row's `limits` override these
     max_concurrent: int = 8  # eval sandboxes at once: more would only make per-test timeouts flaky
     code_blocks: Literal["one", "last"] = "one"  # several different ```python blocks: no answer, or the last

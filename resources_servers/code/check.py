@@ -22,8 +22,9 @@ import secrets
 from collections import Counter
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
+from prorl_gym.config import StrictConfig
 from prorl_gym.sandbox import Backends, SandboxError, SandboxFileError, SandboxSpec, create_sandbox
 from prorl_gym.sandbox.spec import ResourceLimits
 from prorl_gym.verify.pool import VerifierError
@@ -71,10 +72,9 @@ class FunctionalTests(BaseModel):
 CodeTests = Annotated[StdioTests | FunctionalTests, Field(discriminator="kind")]
 
 
-class CodeLimits(BaseModel):
+class CodeLimits(StrictConfig):  # a typo in a row's limits is an error, not a no-op
     """Server config sets these; a row's `limits` may override any of them."""
 
-    model_config = ConfigDict(extra="forbid")  # a typo in a row's limits is an error, not a no-op
     per_test_timeout_s: float = Field(6.0, gt=0)
     total_timeout_s: float = Field(60.0, gt=0)
     memory_mb: int = Field(1024, ge=64)  # address space per solution process

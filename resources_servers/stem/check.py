@@ -17,8 +17,9 @@ import threading
 from functools import lru_cache
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
+from prorl_gym.config import StrictConfig
 from prorl_gym.verify.pool import VerifierError
 
 MAX_ANSWER_CHARS = 200  # a number with a unit, or a letter; anything longer is not an answer
@@ -29,8 +30,8 @@ class AnswerSpecError(VerifierError, ValueError):
     """The row's answer spec is malformed: an eval error, never a reward of 0."""
 
 
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)  # a typo ("tolerance") is an error, not a default
+class _Spec(StrictConfig):  # a typo ("tolerance") is an error, not a default
+    model_config = ConfigDict(frozen=True)
 
 
 class NumericSpec(_Spec):

@@ -24,6 +24,7 @@ import aiohttp
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from rank_bm25 import BM25Okapi
 
+from prorl_gym.config import StrictConfig
 from prorl_gym.errors import ProrlError
 from prorl_gym.resources.tools import Tool, ToolArgs
 
@@ -31,7 +32,7 @@ MAX_PASSAGE_CHARS = 2000  # per passage shown to the policy, whatever the backen
 MAX_REPLY_BYTES = 1 << 20
 
 
-class SearchConfig(BaseModel):
+class SearchConfig(StrictConfig):
     backend: Literal["bm25", "http"] = "bm25"
     corpus_dir: str = "data/corpus"  # bm25; relative paths are relative to this server's folder
     passage_words: int = Field(120, ge=20)  # bm25: a passage is a section or paragraphs up to this

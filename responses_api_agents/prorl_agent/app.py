@@ -29,10 +29,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, Body, SimpleResponsesAPIAgent
 from nemo_gym.config_types import ModelServerRef, ResourcesServerRef
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from prorl_gym.asgi import PlainASGIMiddleware, without_joining_ray
 from prorl_gym.capture import CaptureGateway
+from prorl_gym.config import StrictConfig, StrictServerConfig
 from prorl_gym.dashboard.server import Dashboard, DashboardConfig
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.pipeline.admission import JobError
@@ -75,7 +76,7 @@ from responses_api_agents.prorl_agent.tracing import TracedClient, traced_pools,
 log = logging.getLogger(__name__)
 
 
-class HarnessConfig(BaseModel):
+class HarnessConfig(StrictConfig):
     kind: str  # one of harnesses.KINDS
     # agent: in this agent's process, acting through the environment's tools; sandbox: inside the rollout's
     # sandbox, from a prepared environment the resources server binds there (its `harness_envs`)
@@ -83,7 +84,7 @@ class HarnessConfig(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict)  # the harness's own (see its class)
 
 
-class ProRLAgentConfig(BaseResponsesAPIAgentConfig):
+class ProRLAgentConfig(StrictServerConfig, BaseResponsesAPIAgentConfig):
     resources_server: ResourcesServerRef
     model_server: ModelServerRef
     limits: LoopLimits = Field(default_factory=LoopLimits)

@@ -22,6 +22,7 @@ from nemo_gym.openai_utils import NeMoGymFunctionCallOutput, NeMoGymResponse
 from nemo_gym.server_utils import ServerClient
 from pydantic import BaseModel, ValidationError
 
+from prorl_gym.config import StrictConfig
 from prorl_gym.pipeline.policy import PolicyGate
 from prorl_gym.wire.failures import NO_ENDPOINT_ERROR, FailureType, RolloutFailure, Stage
 from prorl_gym.wire.items import TOKEN_FIELDS, parse_response, without_token_ids
@@ -62,7 +63,7 @@ def _dumped(item) -> dict:
     return item.model_dump(exclude_unset=True) if isinstance(item, BaseModel) else dict(item)
 
 
-class LoopLimits(BaseModel):
+class LoopLimits(StrictConfig):
     max_turns: int = 20  # policy calls
     max_output_tokens: int | None = None  # summed over all turns
     max_run_time_s: float | None = None  # checked between steps; the rollout ends gracefully

@@ -49,6 +49,7 @@ from pydantic_core import from_json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from prorl_gym.asgi import PlainASGIMiddleware, without_joining_ray
+from prorl_gym.config import StrictServerConfig
 from prorl_gym.disconnect import CancelOnDisconnect
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.prometheus import ServerMetrics
@@ -75,7 +76,7 @@ NO_TOKEN_IDS = (
 _CLIENT: ContextVar[NeMoGymAsyncOpenAI] = ContextVar("policy_endpoint_client")
 
 
-class BalancedVLLMModelConfig(TokenModeSettings, BalancerSettings, VLLMModelConfig):
+class BalancedVLLMModelConfig(StrictServerConfig, TokenModeSettings, BalancerSettings, VLLMModelConfig):
     """vllm_model's config; base_url is the endpoint list: a list, or one string (commas separate URLs);
     token_mode chat (vllm_model's chat route) or tito (token-in/token-out: tito.py)."""
 

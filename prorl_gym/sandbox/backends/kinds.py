@@ -16,8 +16,9 @@ import importlib
 from functools import cache
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
+from prorl_gym.config import StrictConfig
 from prorl_gym.errors import ProrlError
 
 # kind -> (its options model, its Backend class)
@@ -41,7 +42,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
 }
 
 
-class BackendOptions(BaseModel):
+class BackendOptions(StrictConfig):
     """A backend's own options; `kind` names the backend (a key of BACKENDS).
 
     Each backend defines its subclass (LocalOptions, ApptainerOptions, ...). In config,

@@ -136,7 +136,7 @@ def test_a_row_whose_tests_cannot_run_is_an_eval_error(client):
 
 
 def test_no_eval_sandbox_is_an_eval_error(serve):
-    no_sandboxes = {"backend": "apptainer", "image": "x.sif", "apptainer": {"binary": "/nonexistent/apptainer"}}
+    no_sandboxes = {"backend": {"kind": "apptainer", "binary": "/nonexistent/apptainer"}, "image": "x.sif"}
     client = serve(CodeResourcesServer, "code", domain="coding", sandbox=no_sandboxes)
     row = EXAMPLE[0]
     result = verify(client, row, answer(row["canonical_solution"]))

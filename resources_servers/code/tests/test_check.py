@@ -300,8 +300,7 @@ async def test_a_solution_that_does_not_load_fails_every_test_once(base):
 
 async def test_no_sandbox_is_an_error_not_a_score(base):
     broken = SandboxSpec.model_validate(
-        base.model_dump()
-        | {"backend": "apptainer", "apptainer": {"binary": "/nonexistent/apptainer"}, "image": "x.sif"}
+        base.model_dump() | {"backend": {"kind": "apptainer", "binary": "/nonexistent/apptainer"}, "image": "x.sif"}
     )
     with pytest.raises(SandboxError):
         await run(GOOD_ADD, ADD, broken)
