@@ -33,6 +33,7 @@ from nemo_gym.server_utils import SESSION_ID_KEY
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from prorl_gym.asgi import PlainASGIMiddleware, without_joining_ray
+from prorl_gym.config import StrictConfig, StrictServerConfig
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.prometheus import ServerMetrics
 from prorl_gym.resources.harness import harness_env_binds, run_harness
@@ -64,7 +65,7 @@ from prorl_gym.wire.resources import (
 log = logging.getLogger(__name__)
 
 
-class SandboxResourcesServerConfig(BaseResourcesServerConfig):
+class SandboxResourcesServerConfig(StrictServerConfig, BaseResourcesServerConfig):
     sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
     tools: list[str] = Field(default_factory=lambda: ["bash"])  # the one list: schemas and prompts come from it
     report: ReportFields = Field(default_factory=ReportFields)  # its record fields the evaluation report summarises
@@ -147,7 +148,7 @@ def _route(method, body_type: type[BaseModel]):
     return route
 
 
-class DrainRequest(BaseModel):
+class DrainRequest(StrictConfig):
     host: str  # a host's name or node, as /status lists them
     draining: bool = True
 
@@ -204,7 +205,13 @@ class SandboxResourcesServer(PlainASGIMiddleware, SimpleResourcesServer):
         app.post("/harness")(self.run_harness)
         app.get("/status")(self.status)
         app.post("/hosts/drain")(self.drain_host)
+        routes = {getattr(route, "path", "").strip("/").split("/")[0] for route in app.routes}
         for tool in self._tools:
+            if tool.name in routes:  # the tool would shadow the route, or the route the tool
+                raise ValueError(
+                    f"tool {tool.name!r} is named like a route of the server (/{tool.name}); rename it "
+                    f"(taken: {', '.join(sorted(r for r in routes if r))})"
+                )
             app.post(f"/{tool.name}")(self._tool_route(tool))
         run_with_app(app, self._start, self._close)
         return app
@@ -264,6 +271,10 @@ class SandboxResourcesServer(PlainASGIMiddleware, SimpleResourcesServer):
         unknown = [name for name in names if name not in known]
         if unknown:
             raise ValueError(f"unknown tools {unknown}; known: {sorted(known)}")
+        for name in names:
+            run = known[name].run
+            if isinstance(run, str) and not callable(getattr(cls, run, None)):
+                raise ValueError(f"tool {name!r} runs {run!r}, which {cls.__name__} has no method named")
         return [known[name] for name in names]
 
     # ------------------------------------------------------------------ hooks for subclasses
@@ -272,7 +283,8 @@ class SandboxResourcesServer(PlainASGIMiddleware, SimpleResourcesServer):
     def environment_tools(cls) -> list[Tool]:
         """Tools of this environment beyond the shared ones (e.g. search over its corpus),
         offered when listed in config `tools`. A handler that needs the server is a method
-        named in the tool's `run` as a string (see `_bind`)."""
+        named in the tool's `run` as a string (resolved in `_tool_route`). A tool may not be
+        named like one of the server's routes (seed_session, verify, tools, metrics, ...)."""
         return []
 
     def verifier_checks(self) -> list[str]:
