@@ -34,6 +34,7 @@ from nemo_gym.base_resources_server import BaseRunRequest
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from prorl_gym.config import StrictConfig
 from prorl_gym.pipeline.policy import PolicyGate
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.pipeline.tokens import token_ids_contiguous
@@ -81,7 +82,7 @@ OUTPUT_ITEMS = TypeAdapter(NeMoGymResponse.model_fields["output"].annotation)
 SnapshotMode = Literal["none", "every_turn"]
 
 
-class RetryPolicy(BaseModel):
+class RetryPolicy(StrictConfig):
     """Infrastructure failures run the rollout again once the part it needs is healthy (recovery.py)."""
 
     max_attempts: int = Field(4, ge=1)  # 1: never run a rollout again
@@ -424,8 +425,9 @@ class RolloutPipeline:
 
 def _task_text(params: NeMoGymResponseCreateParamsNonStreaming) -> str:
     """What a harness is given as its task: the row's last user message (its own prompt wraps it)."""
-    items = [params.input] if isinstance(params.input, str) else params.input
-    for item in reversed(items):
+    if isinstance(params.input, str):  # the Responses API's shorthand for one user message
+        return params.input
+    for item in reversed(params.input):
         item = item if isinstance(item, dict) else item.model_dump()
         if item.get("role") == "user":
             return text_of(item.get("content"))
