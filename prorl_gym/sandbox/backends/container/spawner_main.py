@@ -101,9 +101,11 @@ def reply(conn, code):
     conn.close()
 
 
-def main():
-    config = json.loads(sys.argv[1])
-    path, ready, uid, limits = config["socket"], config["ready"], config["uid"], config["rlimits"]
+def take_over(config):
+    """As container root: hand the sandbox its directories, bind the socket (root's alone), open the
+    ready fifo, then drop to the sandbox uid for good (no capability is left, and the process is no
+    longer dumpable). Returns the listening socket and the fifo."""
+    path, uid = config["socket"], config["uid"]
     for directory in config["chown"]:
         os.chown(directory, uid, uid)
     for top in config["chown_trees"]:  # image directories the sandbox may change (a SWE image's repository)
@@ -116,10 +118,16 @@ def main():
         os.unlink(path)
     server.bind(path)
     server.listen(64)
-    ready_fifo = open(ready, "wb", buffering=0)  # noqa: SIM115 - root's too: opened before the drop, closed below
+    ready_fifo = open(config["ready"], "wb", buffering=0)  # noqa: SIM115 - root's too: opened before the drop
     os.setgroups([])
     os.setgid(uid)
-    os.setuid(uid)  # for good: no capability is left, and the process is no longer dumpable
+    os.setuid(uid)
+    return server, ready_fifo
+
+
+def wakeup_pipe():
+    """A pipe a signal (SIGCHLD) writes to, so select() wakes to reap; the signals the sandbox may send
+    pid 1 ignored."""
     wake_r, wake_w = os.pipe()
     for fd in (wake_r, wake_w):
         os.set_blocking(fd, False)
@@ -127,62 +135,90 @@ def main():
     signal.signal(signal.SIGCHLD, lambda *_: None)
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)
-    with ready_fifo:
-        ready_fifo.write(b"ready\n")
-    conns = {}  # conn -> child pid
-    children = {}  # child pid -> conn
-    while True:
-        readable, _, _ = select.select([server, wake_r, *conns], [], [])
-        for source in readable:
-            if source is server:
-                conn, _ = server.accept()
-                try:
-                    request, fds = recv_request(conn)
-                except (OSError, ValueError, EOFError):
-                    conn.close()
-                    continue
-                try:
-                    pid = os.fork()
-                except OSError:  # the sandbox is at its process limit: this program fails, not pid 1
-                    pid = None
-                if pid == 0:
-                    child(request, fds, limits)
-                for fd in fds:
-                    os.close(fd)
-                if pid is None:
-                    reply(conn, EXIT_CANNOT_START)
-                    continue
-                conns[conn], children[pid] = pid, conn
-            elif source is wake_r:
-                try:
-                    os.read(wake_r, 4096)
-                except BlockingIOError:
-                    pass
-            else:  # an attacher wrote (nothing expected) or went: its child goes with it
-                try:
-                    gone = not source.recv(64)
-                except OSError:
-                    gone = True
-                if gone:
-                    pid = conns.pop(source)
-                    source.close()
-                    children[pid] = None
+    return wake_r
+
+
+class Spawner:
+    """The attachers' connections and their children: conn -> child pid, child pid -> conn (None once its
+    attacher went)."""
+
+    def __init__(self, server, wake_r, limits):
+        self.server, self.wake_r, self.limits = server, wake_r, limits
+        self.conns, self.children = {}, {}
+
+    def serve(self):
+        while True:
+            readable, _, _ = select.select([self.server, self.wake_r, *self.conns], [], [])
+            for source in readable:
+                if source is self.server:
+                    self.accept()
+                elif source is self.wake_r:
                     try:
-                        os.killpg(pid, signal.SIGKILL)
-                    except OSError:
+                        os.read(self.wake_r, 4096)
+                    except BlockingIOError:
                         pass
-        while True:  # reap every exited child, ours or an orphan of the sandbox
+                else:
+                    self.attacher_spoke(source)
+            self.reap()
+
+    def accept(self):
+        conn, _ = self.server.accept()
+        try:
+            request, fds = recv_request(conn)
+        except (OSError, ValueError, EOFError):
+            conn.close()
+            return
+        try:
+            pid = os.fork()
+        except OSError:  # the sandbox is at its process limit: this program fails, not pid 1
+            pid = None
+        if pid == 0:
+            child(request, fds, self.limits)
+        for fd in fds:
+            os.close(fd)
+        if pid is None:
+            reply(conn, EXIT_CANNOT_START)
+            return
+        self.conns[conn], self.children[pid] = pid, conn
+
+    def attacher_spoke(self, conn):
+        """An attacher wrote (nothing expected) or went: its child goes with it."""
+        try:
+            gone = not conn.recv(64)
+        except OSError:
+            gone = True
+        if not gone:
+            return
+        pid = self.conns.pop(conn)
+        conn.close()
+        self.children[pid] = None
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+    def reap(self):
+        """Every exited child, ours (its status to its attacher) or an orphan of the sandbox."""
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                break
+                return
             if pid == 0:
-                break
-            if pid in children:
-                conn = children.pop(pid)
-                if conn is not None:
-                    conns.pop(conn, None)
-                    reply(conn, os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+                return
+            conn = self.children.pop(pid, None)
+            if conn is not None:
+                self.conns.pop(conn, None)
+                reply(conn, os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+
+
+def main():
+    config = json.loads(sys.argv[1])
+    server, ready_fifo = take_over(config)
+    wake_r = wakeup_pipe()
+    with ready_fifo:
+        ready_fifo.write(b"ready\n")
+    Spawner(server, wake_r, config["rlimits"]).serve()
 
 
 if __name__ == "__main__":
