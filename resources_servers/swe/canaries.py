@@ -9,16 +9,18 @@ decided by what it is called, and so that a run whose outcomes were made up show
   forged report) never meets them. A test the source does not define where its id says (inherited
   from a mixin) is renamed where it is defined (the mixin) when that file is among the sources;
   otherwise it runs under its own name and is listed in `uncovered`.
-- A **decoy** takes each FAIL_TO_PASS test's original name: the same decorators and signature, a body
-  that always fails. Outcomes forged for the failing tests' names make a decoy pass.
-- A **must-fail** copy of a graded test in each test class (or module) of the run without a decoy: its
-  body wrapped so that it always ends in an AssertionError. Code that makes a file's, a class's or a
-  whole run's tests pass whatever they assert makes it pass too.
+- **Controls** (controls.py): copies of graded tests with one literal of one equality assertion
+  changed, named like the renamed tests and placed at random among the defs of their scope. A control
+  cannot pass beside its passing test; one that does says the outcomes were made up or a value lies
+  about its equality. Each FAIL_TO_PASS test gets up to CONTROLS_PER_TEST of them (each changing a
+  different assertion where it has several), and every other test class (or module) of the run one.
 
-New names never contain a graded test's name. Decoys and must-fail copies go at the end of their class
-or module (at module level no line moves). Also here: whether a test carries a static expected-failure
-marker (pytest's xfail, unittest's expectedFailure) in the graded source: only such a test may count an
-expected failure as a pass.
+Nothing marks a control or tells it from a graded test but the changed value: no text, no wrapper, no
+position (a random def boundary, with its neighbours' blank lines), no name shape. New names never
+contain a graded test's name. Also here: whether a test carries a static expected-failure marker
+(pytest's xfail, unittest's expectedFailure) in the graded source: only such a test may count an
+expected failure as a pass. The planner reads the graded base's test files only (never a file the
+patch could write), and is pure: the grader writes plan.sources to the sandbox.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import random
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+
+from resources_servers.swe.controls import control_source, insertion_points, literal_sites
 
 FALLBACK_WORDS = (
     "value",
@@ -49,6 +53,7 @@ FALLBACK_WORDS = (
     "types",
 )
 XFAIL_MARKS = ("xfail", "expectedFailure")
+CONTROLS_PER_TEST = 3  # controls of each failing test: a guess between a test and its controls misses 3 times in 4
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ class TestId:
 class CanaryPlan:
     sources: dict[str, str] = field(default_factory=dict)  # path -> the file with its canaries
     renamed: dict[str, str] = field(default_factory=dict)  # graded id -> the id it runs under
-    must_fail: list[str] = field(default_factory=list)  # decoys and must-fail copies
+    controls: dict[str, str] = field(default_factory=dict)  # control's id -> the graded id it was made from
     uncovered: list[str] = field(default_factory=list)  # graded ids that run under their own names
     static_xfail: set[str] = field(default_factory=set)  # graded ids marked xfail in the graded source
 
@@ -77,8 +82,8 @@ class CanaryPlan:
         return self.renamed.get(graded, graded)
 
     def run_ids(self, graded: list[str]) -> list[str]:
-        """Every id the run asks for: the graded tests (as they run) and the must-fail ones."""
-        return [*dict.fromkeys(self.run_id(t) for t in graded), *self.must_fail]
+        """Every id the run asks for: the graded tests (as they run) and the controls."""
+        return [*dict.fromkeys(self.run_id(t) for t in graded), *self.controls]
 
 
 @dataclass
@@ -194,35 +199,9 @@ def _assigns(node: ast.stmt, name: str) -> bool:
 
 
 def renamed(line: str, old: str, new: str) -> str:
-    """A def line with its function renamed."""
+    """A def line with its function renamed (unchanged if the line does not spell the name as the tree has
+    it: identifiers are NFKC-normalised, `def ﬁx` defines `fix`)."""
     return re.sub(rf"\bdef(\s+){re.escape(old)}\b", rf"def\g<1>{new}", line, count=1)
-
-
-def copy_source(
-    lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef, name: str, fail: str, keep_body: bool = True
-) -> str:
-    """The def (decorators included) named `name`, failing with `fail`: its body wrapped so that it always
-    ends in an AssertionError, or (keep_body=False) replaced by one."""
-    start = min([d.lineno for d in node.decorator_list] + [node.lineno])
-    segment = lines[start - 1 : node.end_lineno]
-    at = node.lineno - start
-    segment[at] = renamed(segment[at], node.name, name)
-    first = node.body[0]
-    body_at = min([d.lineno for d in getattr(first, "decorator_list", [])] + [first.lineno]) - start
-    if body_at <= at:  # `def test(): body` on one line
-        raise ValueError("a one-line test")
-    indent = _indent(segment[body_at])
-    unit = indent[len(_indent(segment[at])) :] or "    "
-    if not keep_body:
-        return "".join(segment[:body_at]) + f"{indent}raise AssertionError({fail!r})\n"
-    body = [unit + line if line.strip() else line for line in segment[body_at:]]
-    wrapped = [
-        f"{indent}try:\n",
-        *map(_with_newline, body),
-        f"{indent}finally:\n",
-        f"{indent}{unit}raise AssertionError({fail!r})\n",
-    ]
-    return "".join(segment[:body_at]) + "".join(wrapped)
 
 
 def _indent(line: str) -> str:
@@ -292,12 +271,7 @@ def plan_canaries(
     plan.static_xfail = {t for t, where in found.items() if where and xfail_marked(src, where)}
     names = _Names(src, {tid.name for tid in parsed.values() if tid}, rng)
     renames: dict[str, dict[int, tuple[str, str]]] = {}  # path -> line index -> (old name, new name)
-    inserts: dict[str, dict[int, list[str]]] = {}  # path -> line after which -> texts
     new_names: dict[tuple[str, int], str] = {}  # (path, line of the def) -> its new name
-
-    def insert(where: _Found, text: str) -> None:
-        line = where.scope.end_lineno if isinstance(where.scope, ast.ClassDef) else len(src.lines[where.path])
-        inserts.setdefault(where.path, {}).setdefault(line, []).append(text)
 
     for t in graded:
         where, tid = found.get(t), parsed.get(t)
@@ -309,6 +283,13 @@ def plan_canaries(
             try:
                 new_names[key] = names.new(where.path)
             except ValueError:  # no fresh name left (never seen): runs under its own name, reported
+                plan.uncovered.append(t)
+                continue
+            if (
+                renamed(src.lines[where.path][where.node.lineno - 1], where.node.name, "x")
+                == src.lines[where.path][where.node.lineno - 1]
+            ):  # the def line spells the name otherwise (NFKC): it keeps its name
+                del new_names[key]
                 plan.uncovered.append(t)
                 continue
             renames.setdefault(where.path, {})[where.node.lineno - 1] = (where.node.name, new_names[key])
@@ -335,34 +316,7 @@ def plan_canaries(
                 continue
             for use_path, line, start, end in uses:
                 calls.setdefault(use_path, []).append((line, start, end, new))
-    decoyed: set[tuple[str, int]] = set()
-    for t in f2p:  # decoys under the failing tests' own names
-        if t not in plan.renamed:
-            continue
-        where, tid = found[t], parsed[t]
-        key = (where.path, where.node.lineno)
-        if key not in decoyed:
-            try:
-                insert(where, copy_source(src.lines[where.path], where.node, tid.name, f"decoy {tid.name}", False))
-            except ValueError:
-                continue
-            decoyed.add(key)
-        plan.must_fail.append(t)
-    owners: dict[tuple, list[str]] = {}
-    for t in graded:  # a must-fail copy per test class (or module) of the run that has no decoy
-        if t in plan.renamed and t not in plan.static_xfail:
-            owners.setdefault((parsed[t].file, parsed[t].owners), []).append(t)
-    with_decoy = {(parsed[t].file, parsed[t].owners) for t in plan.must_fail}
-    for owner, candidates in owners.items():
-        for t in candidates if owner not in with_decoy else []:
-            where, tid = found[t], parsed[t]
-            try:
-                new = names.new(where.path)
-                insert(where, copy_source(src.lines[where.path], where.node, new, f"must fail {new}"))
-            except ValueError:
-                continue
-            plan.must_fail.append(format_id(TestId(tid.file, tid.owners, new, tid.params)))
-            break
+    inserts = _plan_controls(src, plan, f2p, graded, parsed, found, names, format_id, rng)
     for path in renames.keys() | inserts.keys() | calls.keys():
         lines = list(src.lines[path])
         for line, start, end, new in sorted(calls.get(path, []), reverse=True):
@@ -372,14 +326,74 @@ def plan_canaries(
         text = _inserted(lines, inserts.get(path, {}))
         try:
             ast.parse(text)
-        except SyntaxError:  # an inserted test that does not fit this file: the renames alone
+        except SyntaxError:  # a control that does not fit this file (never seen): the renames alone
             text = _inserted(lines, {})
             gone = {
                 m.group(1) for texts in inserts[path].values() for m in re.finditer(r"\bdef\s+(\w+)", "".join(texts))
             }
-            plan.must_fail = [m for m in plan.must_fail if re.split(r"::|\.", m.split("[", 1)[0])[-1] not in gone]
+            plan.controls = {c: t for c, t in plan.controls.items() if _name_of(c) not in gone}
         plan.sources[path] = text
     return plan
+
+
+def _name_of(test_id: str) -> str:
+    return re.split(r"::|\.", test_id.split("[", 1)[0])[-1]
+
+
+def _plan_controls(src, plan, f2p, graded, parsed, found, names, format_id, rng) -> dict[str, dict[int, list[str]]]:
+    """The controls (controls.py) of the run, in plan.controls; returns what to insert where: path -> line
+    index -> texts. Up to CONTROLS_PER_TEST for each failing test's def, each changing another of its
+    assertions while there are more; one for each other (file, classes) of the run without one."""
+    inserts: dict[str, dict[int, list[str]]] = {}
+    eligible = [t for t in graded if t in plan.renamed and t not in plan.static_xfail]
+    by_def: dict[tuple[str, int], list[str]] = {}  # a def -> the graded ids it runs as (parameters)
+    for t in eligible:
+        by_def.setdefault((found[t].path, found[t].node.lineno), []).append(t)
+    made: dict[tuple[str, int], int] = {}  # a def -> how many controls were made from it
+    values: dict[int, set[str]] = {}  # a literal (its node) -> the values it has in the test and its controls
+
+    def add(t: str) -> bool:
+        where = found[t]
+        sites = literal_sites(where.node)
+        if not sites:
+            return False
+        key = (where.path, where.node.lineno)
+        group = sites[::-1][
+            made.get(key, 0) % len(sites)
+        ]  # the last assertion first: it runs after those the bug breaks
+        lines = src.lines[where.path]
+        for site in rng.sample(group, len(group)):
+            try:
+                name = names.new(where.path)
+            except ValueError:
+                return False
+            text = control_source(lines, where.node, name, site, rng, values.setdefault(id(site), set()))
+            if text is None:
+                continue
+            index, gap, before = rng.choice(insertion_points(lines, where.scope))
+            piece = text + gap if before else gap + text
+            inserts.setdefault(where.path, {}).setdefault(index, []).append(piece)
+            made[key] = made.get(key, 0) + 1
+            for twin in by_def[key]:
+                plan.controls[format_id(TestId(parsed[twin].file, parsed[twin].owners, name, parsed[twin].params))] = (
+                    twin
+                )
+            return True
+        return False
+
+    failing = list(dict.fromkeys(by_def[(found[t].path, found[t].node.lineno)][0] for t in f2p if t in eligible))
+    for t in failing:
+        for _ in range(CONTROLS_PER_TEST):
+            if not add(t):
+                break
+    covered = {(parsed[t].file, parsed[t].owners) for t in plan.controls.values()}
+    groups: dict[tuple, list[str]] = {}
+    for t in eligible:
+        groups.setdefault((parsed[t].file, parsed[t].owners), []).append(t)
+    for group, tests in groups.items():
+        if group not in covered:
+            any(add(t) for t in rng.sample(tests, len(tests)))
+    return inserts
 
 
 def _uses(src: _Sources, name: str) -> list[tuple[str, int, int, int]] | None:
@@ -393,6 +407,8 @@ def _uses(src: _Sources, name: str) -> list[tuple[str, int, int, int]] | None:
     for path, node in index.loads.get(name, []):
         line = src.lines[path][node.lineno - 1]
         end = len(line.encode()[: node.end_col_offset].decode(errors="replace"))
+        if line[end - len(name) : end] != name:  # spelled otherwise in the source (NFKC): cannot follow it
+            return None
         uses.append((path, node.lineno - 1, end - len(name), end))
     return None if uses and index.defs.get(name, 0) != 1 else uses
 
@@ -437,6 +453,5 @@ def _inserted(lines: list[str], at: dict[int, list[str]]) -> str:
     if lines:
         lines[-1] = _with_newline(lines[-1])
     for line in sorted(at, reverse=True):  # several scopes may end on one line: the innermost's texts first
-        texts = sorted(at[line], key=lambda text: -len(_indent(text)))
-        lines[line:line] = [piece for text in texts for piece in ("\n", text)]
+        lines[line:line] = sorted(at[line], key=lambda text: -len(_indent(text.lstrip("\n"))))
     return "".join(lines)

@@ -2,40 +2,51 @@
 # SPDX-License-Identifier: Apache-2.0
 """SWE EVAL, SWE-bench style, in a fresh sandbox (never the agent's, which the agent controlled).
 
-The policy controls its patch: every file of the repository, configuration included. The grader
-therefore runs nothing the patch can configure until the tests themselves, and decides the grade
-outside the process that runs them (README: "What a policy can do, and what the grader guarantees").
+The policy controls its patch: every file of the repository, configuration included, and the patch's
+text itself. The grader therefore runs nothing the patch can configure until the tests themselves,
+decides what the patch changed from the files (not from git, not from the patch's headers), keeps the
+run from touching the grader, and decides the grade outside the process that runs the tests (README:
+"What a policy can do, and what the grader guarantees").
 
 1. An empty patch scores 0 at once: no sandbox, no test run.
-2. A fresh sandbox stages the base repository; test_patch is applied to the pristine tree, and that
-   tree is the graded base (a task whose test_patch does not apply is broken: VerifierError).
-3. The agent's patch is read as patches.py does: sections that would touch the tests, pytest's
-   configuration, start-up hooks, .git, symbolic links or new modules shadowing what the runner,
-   the standard library, the installed packages or the tests import are dropped (`dropped`, with
-   the reason); the rest is applied (`git apply`, else `patch --fuzz=3` after a dry run). A patch
-   that does not apply scores 0.
-4. Every protected path that now differs from the graded base is reset to it, from git's raw blobs
-   (no checkout: no filter, attribute or hook is involved).
-5. Canaries go into the graded test files (canaries.py); the files the run reads are hashed.
-6. The tests run under their runner's guard (guard/, runners.py) in an isolated interpreter, with
-   HOME outside the repository; events stream to the grader on the shell's terminal as they happen.
-   Afterwards every process the run left is killed and the hashes are taken again.
-7. monitor.py decides: reward 1.0 iff every FAIL_TO_PASS and PASS_TO_PASS test passed by the
-   guard's events and the runner's own output alike, the run ended, and nothing says it was
-   tampered with (canaries, files changed during the run, the runner's functions replaced, ...).
+2. A fresh sandbox gets the base repository (a local row's as an archive: no pristine copy stays in
+   the sandbox; an image's in place); test_patch is applied (if it does not apply, the task is broken:
+   VerifierError); the repository's .git goes; that tree, fingerprinted (tree.py), is the graded base.
+   The probe (steps.py) says, from the sandbox's Python alone: whether the run can be sealed
+   (Landlock), what is importable, whether something installed shadows the tests' package (the task's
+   problem: VerifierError, decided here, never by a message from the run).
+3. The patch is read as patches.py does (git's quoted names decoded): sections that would touch the
+   tests, pytest's configuration, start-up hooks, .git, links, binaries, compiled code or shadowing
+   names are dropped (`dropped`); the rest goes through `git apply` alone. A patch that does not apply
+   scores 0.
+4. The tree is fingerprinted again: every protected path that differs from the graded base (and any
+   link, or new module shadowing a name) is put back as the graded base had it (`test_files_reset`).
+5. screen.py reads the code the patch changed: what a fix never needs and tampering does (the runner's
+   internals, frames, gc, sys.modules surgery, ioctls, comparisons that ignore their operand, ...)
+   scores 0 with the reason (`screened`).
+6. Canaries go into the graded test files (canaries.py, controls.py), planned from the graded base's
+   test files alone; a planner that fails scores 0 (never a 500).
+7. The tests run sealed (steps.run_sealed, guard/prorl_seal.py: no controlling terminal, the repository
+   and everything outside the scratch space read-only, no signal or ptrace out of the run) under their
+   runner's guard (guard/, runners.py); events stream out as they happen. Every process the run left
+   is killed, scratch freed, and the tree fingerprinted again: any file written during the run is
+   evidence. Anything of the grader's that fails after the run started is evidence too (the run's
+   doing, not the infrastructure's: never a dropped row).
+8. monitor.py decides.
 
-Every git, patch and shell step of the grader runs under CLEAN: an empty environment, a HOME of its
-own, no global or system git config, git's hooks, fsmonitor and attributes file off. Not using
-the swebench package: it pulls in docker, datasets, modal and pre-commit.
+Not using the swebench package: it pulls in docker, datasets, modal and pre-commit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import io
 import json
 import logging
 import random
 import shlex
+import tarfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,49 +55,34 @@ from typing import Any
 from prorl_gym.sandbox import Backends, SandboxAPI, SandboxError, SandboxSpec, create_sandbox
 from prorl_gym.verify.pool import VerifierError
 from resources_servers.swe.canaries import CanaryPlan, plan_canaries
-from resources_servers.swe.monitor import Verdict, judge
-from resources_servers.swe.patches import (
-    ImportNames,
-    is_protected,
-    patch_files,
-    plan_patch,
-    split_patch,
-    top_level_names,
-)
+from resources_servers.swe.monitor import judge, score
+from resources_servers.swe.patches import ImportNames, is_protected, patch_files, plan_patch, split_patch
 from resources_servers.swe.repos import ENV_MOUNT, REPO_MOUNT, RepoEnv, field, repo_env, stage_repo, task_spec
 from resources_servers.swe.runners import GUARD_SOURCES, TestRunner, runner_for
+from resources_servers.swe.screen import screen
+from resources_servers.swe.steps import (
+    CLEAN,
+    DIFF_OPTS,
+    FREE_SCRATCH,
+    GIT,
+    GUARD_DIR,
+    HOME,
+    LOG,
+    SEAL,
+    SYSTEM_PATH,
+    WORK,
+    job,
+    out_of,
+    run_sealed,
+    sh,
+)
+from resources_servers.swe.tree import differences
 
-WORK = "/tmp/prorl-eval"
-HOME = f"{WORK}/home"
-GUARD_DIR = f"{WORK}/guard"
-# The grader's own steps: nothing of the sandbox's environment, nothing the repository can configure.
-CLEAN = (
-    f"env -i PATH={{path}} HOME={HOME} LANG=C.UTF-8 TMPDIR=/tmp GIT_CONFIG_NOSYSTEM=1 "
-    "GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 GIT_OPTIONAL_LOCKS=0"
-)
-SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
-GIT = (
-    "git -c safe.directory=* -c core.quotepath=false -c core.fsmonitor=false -c core.hooksPath=/dev/null "
-    "-c core.attributesFile=/dev/null -c core.untrackedCache=false -c core.autocrlf=false"
-)
-IDENTITY = "GIT_AUTHOR_NAME=grader GIT_AUTHOR_EMAIL=grader@invalid GIT_COMMITTER_NAME=grader GIT_COMMITTER_EMAIL=grader@invalid"
-DIFF_OPTS = "--no-color --no-ext-diff --no-textconv --no-renames --src-prefix=a/ --dst-prefix=b/"
-# Every process of the sandbox but its pid 1 and the shells joined from outside (their parent is outside the
-# pid namespace: PPid 0), which is everything the test run started, however it detached; again until none is left.
-END_STRAYS = (
-    'for round in 1 2 3 4 5 6 7 8; do left=0; for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; '
-    'while read -r k v; do if [ "$k" = PPid: ]; then [ "$v" = 0 ] || { kill -9 "$p" 2>/dev/null; left=1; }; break; fi; '
-    'done < "$d/status" 2>/dev/null; done; [ $left = 0 ] && break; done; true'
-)
-# The scratch space the run filled (a full /tmp would fail the grader's next steps: an infrastructure failure,
-# retried, instead of the run's 0): everything in /tmp and /dev/shm but the grader's own directory and log.
-FREE_SCRATCH = (
-    f"find /tmp /dev/shm -mindepth 1 -maxdepth 1 ! -path {WORK} -exec rm -rf {{}} + 2>/dev/null; "
-    f"find {WORK} -mindepth 1 -maxdepth 1 ! -name tests.log ! -name home -exec rm -rf {{}} + 2>/dev/null; true"
-)
 MAX_LOG = 4 << 20
-CHANNEL_LIMIT = 8 << 20  # the test run's events, on the shell's terminal
+CHANNEL_LIMIT = 8 << 20  # the test run's events, on the grader's terminal
 MAX_SOURCES = 200  # test modules read for the canaries (the graded files and their directories)
+PRISTINE = f"{WORK}/pristine.tar"
+APPLY = [*shlex.split(GIT), "apply", "--whitespace=nowarn", "-"]  # git alone: no GNU patch for what git refuses
 log = logging.getLogger(__name__)
 
 
@@ -115,6 +111,9 @@ class Grading:
         parsed = (self.runner.parse_id(t) for t in self.test_ids)
         return sorted({tid.file for tid in parsed if tid is not None})
 
+    def protected(self, path: str) -> bool:
+        return is_protected(path, self.task_files)
+
 
 def plan_grading(row: Any, env: RepoEnv) -> Grading:
     runner = runner_for(field(row, "test_runner"))
@@ -126,17 +125,6 @@ def plan_grading(row: Any, env: RepoEnv) -> Grading:
     return Grading(runner, f2p, p2p, test_patch, patch_files(test_patch) | files, ("", root) if root else ("",))
 
 
-async def _sh(sb: SandboxAPI, script: str, timeout: float = 120.0, activate: str = "") -> tuple[int | None, str]:
-    """A grader step: bash in CLEAN, nothing of the sandbox shell's state. With `activate` (the task's
-    Python environment: its shell prefix, or "true"), the sandbox's own PATH, to find its Python."""
-    body = f"{activate} && {script}" if activate else script
-    clean = CLEAN.format(path='"$PATH"' if activate else SYSTEM_PATH)
-    result = await sb.bash(f"{clean} /bin/bash --noprofile --norc -c {shlex.quote(body)}", timeout=timeout)
-    if result.timed_out:
-        raise SandboxError(f"evaluation step timed out after {timeout}s: {script[:120]}")
-    return result.exit_code, result.output
-
-
 async def evaluate_patch(
     row: Any,
     patch: str,
@@ -145,9 +133,13 @@ async def evaluate_patch(
     timeout_s: float = 300.0,
     test_env: Path | None = None,
     backends: Backends | None = None,
+    require_sealed: bool = False,
+    screen_code: bool = True,
 ) -> dict:
-    """Grade `patch` for `row` in a fresh sandbox (see the module docstring), started through
-    `backends` (a server's own; default: the process's)."""
+    """Grade `patch` for `row` in a fresh sandbox (see the module docstring), started through `backends`
+    (a server's own; default: the process's). require_sealed: refuse to grade (VerifierError, before the
+    run) where the kernel cannot seal the run with signal scoping (Landlock ABI 6). screen_code=False
+    (tests only; the server always screens) lets a patch past the screen, to try the layers behind it."""
     env = repo_env(row, spec.workspace)
     grading = plan_grading(row, env)
     fields: dict[str, Any] = {
@@ -160,125 +152,224 @@ async def evaluate_patch(
     if not grading.test_ids:
         raise VerifierError(f"task {field(row, 'instance_id')}: no FAIL_TO_PASS or PASS_TO_PASS tests")
     first = plan_patch(patch, grading.task_files, ImportNames(grading.roots))
-    fields |= _dropped(first)
     if not first.kept.strip():
-        return fields | {
-            "reward": 0.0,
-            "patch_applied": False,
-            "reason": "the patch only changes files the grader keeps",
-        }
+        return fields | _dropped(first) | {"reward": 0.0, "patch_applied": False, "reason": KEPT_NOTHING}
     eval_spec = task_spec(spec, row, repo_dir, test_env)
     eval_spec = eval_spec.model_copy(
         update={
             "network": False,
+            "binds": [b for b in eval_spec.binds if b.dst != REPO_MOUNT],  # the pristine tree stays outside
             "env": eval_spec.env | {"PYTHONDONTWRITEBYTECODE": "1"},
             "output_limit_bytes": CHANNEL_LIMIT,
         }
     )
     started = time.monotonic()
     async with await create_sandbox(eval_spec, backends=backends) as sb:
-        repo_path = await stage_repo(sb, row, scrub=False)
-        repo = shlex.quote(repo_path)
-        base, files = await _graded_base(sb, repo, grading.test_patch, env.activate)
-        names = ImportNames(
-            grading.roots,
-            installed=await _importable(sb, env.activate, test_env is not None),
-            tests=_test_packages(grading, files),
-            existing=_top_entries(files, grading.roots),
-        )
+        repo = await _stage(sb, row, env, repo_dir, grading.test_patch)
+        act, env_path = env.activate, f"{ENV_MOUNT}/site-packages" if test_env is not None else ""
+        first_job = [
+            {"do": "tree", "root": repo, "as": "base"},
+            {"do": "probe", "seal": SEAL, "env_paths": [env_path] if env_path else [], "tests": grading.test_files},
+            {"do": "dump", "root": repo, "paths": grading.test_files, "dirs": _test_dirs(grading), "as": "sources"},
+        ]
+        staged = await job(sb, act, "staged", first_job)
+        base, found = staged["base"], staged["probe"]
+        if found["shadowed"]:
+            raise VerifierError(f"the tests' package is also installed: {', '.join(found['shadowed'])}")
+        if require_sealed and found["abi"] < 6:
+            raise VerifierError(f"this kernel cannot seal a test run (Landlock ABI {found['abi']}, 6 needed)")
+        fields["sealed"] = found["abi"]
+        tests = frozenset(found["tests"])
+        names = ImportNames(grading.roots, frozenset(found["installed"]), tests, _top_entries(base, grading.roots))
         plan = plan_patch(patch, grading.task_files, names)
         fields |= _dropped(plan)
         if not plan.kept.strip():
+            return fields | {"reward": 0.0, "patch_applied": False, "reason": KEPT_NOTHING}
+        touched = sorted({p for s in split_patch(plan.kept) for p in s.paths if p.endswith(".py") and p in base})
+        applied = await job(
+            sb,
+            act,
+            "applied",
+            [
+                {"do": "save", "root": repo, "paths": _keep(grading, base), "archive": PRISTINE},
+                {"do": "dump", "root": repo, "paths": touched, "as": "before"},
+                {"do": "apply", "root": repo, "patch": plan.kept, "argv": APPLY},
+                {"do": "tree", "root": repo, "as": "after"},
+                {"do": "dump", "root": repo, "changed": [out_of("staged"), "base"], "now": "after", "suffix": ".py"},
+            ],
+        )
+        if applied["apply"]["rc"] != 0:
             return fields | {
                 "reward": 0.0,
                 "patch_applied": False,
-                "reason": "the patch only changes files the grader keeps",
+                "reason": NOT_APPLIED,
+                "apply_output": applied["apply"]["output"],
             }
-        method, output = await _apply_agent_patch(sb, repo, plan.kept)
-        if method is None:
-            return fields | {
-                "reward": 0.0,
-                "patch_applied": False,
-                "reason": "the patch does not apply",
-                "apply_output": output[-1200:],
-            }
-        fields |= {"patch_applied": True, "apply_method": method}
-        reset = await _neutralise(sb, repo, base, grading.task_files)
-        fields["test_files_reset"] = reset
-        if reset is None:
-            return fields | {"reward": 0.0, "reason": "the patch's changes to test files could not be undone"}
-        canaries = await _write_canaries(sb, repo_path, grading, files)
+        fields |= {"patch_applied": True, "apply_method": "git apply"}
+        patched, reset_paths = await _put_back(sb, repo, act, grading, names, base, applied["after"])
+        fields["test_files_reset"] = reset_paths
+        if patched is None:
+            return fields | {"reward": 0.0, "reason": "the patch's changes to protected files could not be undone"}
+        code = {
+            p: (applied["before"].get(p), text)
+            for p, text in applied["dump"].items()
+            if _screened(p, grading, base, patched)
+        }
+        if screen_code and (findings := await asyncio.to_thread(screen, code)):
+            return fields | {"reward": 0.0, "reason": f"refused: {findings[0]}", "screened": findings[:20]}
+        try:
+            canaries = await asyncio.to_thread(_plan_canaries, grading, patched, staged["sources"])
+        except Exception as exc:  # noqa: BLE001 - whatever the planner hit, the patch scores 0, never a 500
+            log.warning("canary planner failed on %s: %r", field(row, "instance_id"), exc)
+            return fields | {"reward": 0.0, "reason": f"the grader could not place its controls: {exc!r}"}
+        ready = dict(patched)
+        for path, text in canaries.sources.items():
+            data = text.encode(errors="surrogateescape")
+            await sb.write_file(f"{repo}/{path}", data)
+            ready[path] = patched[path][:2] + hashlib.sha256(data).hexdigest()
         fields["canaries"] = {
             "renamed": len(canaries.renamed),
-            "must_fail": len(canaries.must_fail),
+            "controls": len(canaries.controls),
             "uncovered": canaries.uncovered[:20],
         }
-        before = await _fingerprint(sb, repo)
-        verdict, log_text, timed_out = await _run_tests(sb, repo_path, grading, canaries, env, timeout_s, test_env)
-        after = await _fingerprint(sb, repo)
-        changed = sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
-        verdict.evidence += [
-            f"{p} was written while the tests ran" for p in changed if is_protected(p, grading.task_files)
-        ][:20]
-    if verdict.setup_error:
-        raise VerifierError(f"task {field(row, 'instance_id')} cannot run as staged: {verdict.setup_error}")
-    return fields | {"test_runner": grading.runner.name} | _score(grading, verdict, log_text, timed_out, started)
+        changed = sorted(p for p in code if p in patched)
+        verdict, log_text, timed_out = await _run_tests(
+            sb, repo, grading, canaries, env, timeout_s, env_path, [f"{repo}/{p}" for p in changed]
+        )
+        if verdict.sealed != found["abi"]:  # said before any code of the patch ran: the machine's doing
+            raise SandboxError(f"the run was sealed with Landlock ABI {verdict.sealed}; the probe said {found['abi']}")
+        try:
+            ended = await job(sb, act, "ended", [{"do": "tree", "root": repo, "skip_git": False, "as": "tree"}])
+            written = differences(ready, ended["tree"])
+            verdict.evidence += [f"{p} was written while the tests ran" for p in written[:20]]
+        except SandboxError as exc:
+            verdict.evidence.append(f"the repository could not be read after the run: {exc}")
+    return fields | {"test_runner": grading.runner.name} | score(grading, verdict, log_text, timed_out, started)
+
+
+KEPT_NOTHING = "the patch only changes files the grader keeps"
+NOT_APPLIED = "the patch does not apply"
 
 
 def _dropped(plan) -> dict[str, Any]:
-    return {
-        "dropped": plan.dropped,
-        "test_files_dropped": sorted(plan.dropped),
-        "tool_config": plan.tool_config,
-    }
+    return {"dropped": plan.dropped, "test_files_dropped": sorted(plan.dropped), "tool_config": plan.tool_config}
 
 
-async def _graded_base(sb: SandboxAPI, repo: str, test_patch: str, activate: str) -> tuple[str, list[str]]:
-    """Apply test_patch to the pristine tree and take that tree as the graded base: (tree id, its files)."""
-    await _sh(sb, f"mkdir -p {HOME} {GUARD_DIR} && chmod 700 {HOME}")
+GUARDS = ("prorl_seal.py", "prorl_pytest_guard.py", "prorl_unittest_guard.py")
+
+
+def bundle(repo_dir: Path | None, test_patch: str) -> bytes:
+    """What the grader brings into the sandbox, as one gzipped tar: guard/ (the seal and the guards),
+    repo/ (a local row's repository, without its .git: the graded base is its files), test.diff."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
+        for name in GUARDS:
+            tar.add(GUARD_SOURCES / name, arcname=f"guard/{name}")
+        if repo_dir is not None:
+            tar.add(repo_dir, arcname="repo", filter=lambda info: None if info.name == "repo/.git" else info)
+        if test_patch:
+            info, data = tarfile.TarInfo("test.diff"), test_patch.encode()
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+async def _stage(sb: SandboxAPI, row: Any, env: RepoEnv, repo_dir: Path | None, test_patch: str) -> str:
+    """The graded base in the sandbox, without .git; returns the repository's path."""
+    local = env.kind == "local"
+    data = await asyncio.to_thread(bundle, repo_dir if local else None, test_patch)
+    repo = env.repo_path if local else await stage_repo(sb, row, scrub=False)
+    quoted, unpack = shlex.quote(repo), f"tar -xzf {WORK}/bundle.tgz"
+    steps = [f"mkdir -p {HOME} {quoted} && chmod 700 {HOME}", f"{unpack} -C {WORK} guard"]
+    if local:
+        steps.append(f"{unpack} -C {quoted} --strip-components=1 repo")
     if test_patch:
-        await sb.write_file(f"{WORK}/test.diff", test_patch)
-        rc, out = await _sh(sb, f"cd {repo} && {GIT} apply --whitespace=nowarn {WORK}/test.diff")
-        if rc != 0:  # the task is broken, not the agent's patch
-            raise VerifierError(f"test_patch does not apply to the base commit: {out[-500:]}")
-    rc, out = await _sh(
-        sb,
-        f"cd {repo} && {GIT} add -A -f && {GIT} write-tree > {WORK}/base && "
-        f"{GIT} ls-tree -r -z --name-only $(cat {WORK}/base) > {WORK}/files",
-    )
+        steps.append(
+            f"{unpack} -C {WORK} test.diff && cd {quoted} && {GIT} apply --whitespace=nowarn {WORK}/test.diff"
+        )
+    await sb.write_file(f"{WORK}/bundle.tgz", data)
+    rc, out = await sh(sb, " && ".join(steps) + " && echo STAGED")
+    if "STAGED" not in out and "test.diff" in out and test_patch:  # the task is broken, not the agent's patch
+        raise VerifierError(f"test_patch does not apply to the base commit: {out[-500:]}")
     if rc != 0:
-        raise SandboxError(f"could not record the graded base: {out[-500:]}")
-    tree = (await sb.read_bytes(f"{WORK}/base")).decode().strip()
-    files = [p for p in (await sb.read_bytes(f"{WORK}/files")).decode(errors="surrogateescape").split("\0") if p]
-    return tree, files
+        raise SandboxError(f"staging the graded base failed: {out[-500:]}")
+    await sh(sb, f"cd {quoted} && rm -rf .git {WORK}/bundle.tgz {WORK}/test.diff")
+    return repo
 
 
-async def _importable(sb: SandboxAPI, activate: str, with_env: bool) -> frozenset[str]:
-    """Top-level names the sandbox's Python imports before the repository is on sys.path."""
-    env_path = f" {ENV_MOUNT}/site-packages" if with_env else ""
-    script = (
-        "import pkgutil, sys; sys.path += sys.argv[1:]; "
-        "print(' '.join(sorted({m.name for m in pkgutil.iter_modules()} | set(sys.builtin_module_names))))"
-    )
-    rc, out = await _sh(sb, f"python -I -c {shlex.quote(script)}{env_path}", activate=activate or "true")
-    return top_level_names(out.split()) if rc == 0 else frozenset()
+def _keep(grading: Grading, base: dict[str, str]) -> list[str]:
+    """What the pristine archive holds: every protected file and every link of the graded base."""
+    return sorted(p for p, entry in base.items() if grading.protected(p) or entry.startswith("l:"))
 
 
-def _test_packages(grading: Grading, files: list[str]) -> frozenset[str]:
+def _must_reset(path: str, base: dict[str, str], now: dict[str, str], grading: Grading, names: ImportNames) -> bool:
+    if grading.protected(path):
+        return True
+    if base.get(path, "").startswith("l:") or now.get(path, "").startswith(("l:", "o:", "e:")):
+        return True
+    return path not in base and names.shadowed(path) is not None
+
+
+async def _put_back(
+    sb: SandboxAPI,
+    repo: str,
+    activate: str,
+    grading: Grading,
+    names: ImportNames,
+    base: dict[str, str],
+    now: dict[str, str],
+) -> tuple[dict[str, str] | None, list[str]]:
+    """Every path the patch changed that it may not change, as the graded base had it (decided from the
+    files themselves). Returns (the tree's fingerprint now, or None if it could not be done; those paths)."""
+    wrong = [p for p in differences(base, now) if _must_reset(p, base, now, grading, names)]
+    if not wrong:
+        return now, []
+    steps = [
+        {"do": "reset", "root": repo, "paths": wrong, "archive": PRISTINE},
+        {"do": "tree", "root": repo, "as": "now"},
+    ]
+    try:
+        now = (await job(sb, activate, "reset", steps))["now"]
+    except SandboxError:
+        return None, wrong
+    still = [p for p in differences(base, now) if _must_reset(p, base, now, grading, names)]
+    return (None if still else now), wrong
+
+
+def _screened(path: str, grading: Grading, base: dict[str, str], patched: dict[str, str]) -> bool:
+    """Code the patch changed and the run will see: changed, still there, not put back."""
+    return path in patched and patched[path] != base.get(path) and not grading.protected(path)
+
+
+def _test_dirs(grading: Grading) -> list[str]:
+    return sorted({f.rsplit("/", 1)[0] if "/" in f else "" for f in grading.test_files})
+
+
+def _plan_canaries(grading: Grading, tree: dict[str, str], dumped: dict[str, str]) -> CanaryPlan:
+    """The canaries, planned from the graded base's test modules and the protected modules beside them (for
+    mixins), as the graded base has them (dumped before the patch was applied): never a file the patch
+    could write."""
+    wanted = [p for p in [*grading.test_files, *sorted(dumped)] if p in dumped and grading.protected(p)]
+    sources = {p: dumped[p] for p in list(dict.fromkeys(wanted))[:MAX_SOURCES]}
+    runner = grading.runner
+    return plan_canaries(grading.fail_to_pass, grading.pass_to_pass, sources, runner.parse_id, runner.format_id)
+
+
+def _test_packages(grading: Grading, base: dict[str, str]) -> frozenset[str]:
     """The top-level packages (or modules) the graded test modules are imported under."""
-    present, tops = set(files), set()
+    tops = set()
     for path in grading.test_files:
         parts = path.split("/")
         top = parts[-1].removesuffix(".py")
         for i in range(len(parts) - 1, 0, -1):
-            if "/".join([*parts[:i], "__init__.py"]) not in present:
+            if "/".join([*parts[:i], "__init__.py"]) not in base:
                 break
             top = parts[i - 1]
         tops.add(top)
     return frozenset(tops)
 
 
-def _top_entries(files: list[str], roots: tuple[str, ...]) -> frozenset[str]:
+def _top_entries(files: dict[str, str], roots: tuple[str, ...]) -> frozenset[str]:
     out = set()
     for root in roots:
         prefix = f"{root}/" if root else ""
@@ -286,176 +377,37 @@ def _top_entries(files: list[str], roots: tuple[str, ...]) -> frozenset[str]:
     return frozenset(out)
 
 
-FUZZY_PATCH = "patch -p1 --batch --forward --fuzz=3 --no-backup-if-mismatch -u -i {work}/agent.diff"
-APPLY_AGENT_PATCH = (
-    "cd {repo} && if "
-    + GIT
-    + " apply --whitespace=nowarn {work}/agent.diff 2>{work}/apply.err; then echo APPLIED=git; "
-    "elif "
-    + FUZZY_PATCH
-    + " --dry-run >{work}/patch.out 2>&1 && "
-    + FUZZY_PATCH
-    + " >/dev/null; then echo APPLIED=patch; "
-    "else echo APPLIED=no; tail -c 600 {work}/apply.err; tail -c 600 {work}/patch.out; fi"
-)
-
-
-async def _apply_agent_patch(sb: SandboxAPI, repo: str, patch: str) -> tuple[str | None, str]:
-    """`git apply`, else `patch --fuzz=3` (dry run first: all or nothing); (method or None, output)."""
-    await sb.write_file(f"{WORK}/agent.diff", patch)
-    rc, out = await _sh(sb, APPLY_AGENT_PATCH.format(work=WORK, repo=repo))
-    if "APPLIED=no" in out or rc != 0:
-        return None, out
-    return ("git apply" if "APPLIED=git" in out else "patch --fuzz=3"), out
-
-
-async def _neutralise(sb: SandboxAPI, repo: str, base: str, task_files: set[str]) -> list[str] | None:
-    """Reset protected paths that differ from the graded base (raw blobs: no filter, attribute or
-    hook applies); returns them (None: could not)."""
-    rc, _ = await _sh(
-        sb,
-        f"cd {repo} && {GIT} add -A -f && {GIT} diff --cached --name-only -z --no-renames {base} > {WORK}/changed",
-    )
-    if rc != 0:
-        return None
-    changed = [p for p in (await sb.read_bytes(f"{WORK}/changed")).decode(errors="surrogateescape").split("\0") if p]
-    protected = sorted(p for p in changed if is_protected(p, task_files))
-    if not protected:
-        return []
-    await sb.write_file(f"{WORK}/reset", "\0".join(protected) + "\0")
-    rc, _ = await _sh(
-        sb,
-        f"cd {repo} && while IFS= read -r -d '' p; do "
-        f'rm -rf -- "$p" || exit 1; '
-        f'mode=$({GIT} ls-tree {base} -- "$p" | cut -d" " -f1); '
-        f'if [ -n "$mode" ]; then mkdir -p -- "$(dirname -- "$p")" || exit 1; '
-        f'if [ "$mode" = 120000 ]; then ln -s -- "$({GIT} cat-file blob "{base}:$p")" "$p" || exit 1; '
-        f'else {GIT} cat-file blob "{base}:$p" > "$p" || exit 1; [ "$mode" = 100755 ] && chmod +x -- "$p"; fi; fi; '
-        f"done < {WORK}/reset",
-    )
-    return protected if rc == 0 else None
-
-
-async def _write_canaries(sb: SandboxAPI, repo_path: str, grading: Grading, files: list[str]) -> CanaryPlan:
-    """Read the graded test modules (and their directories', for mixins), write them back with canaries."""
-    dirs = {f.rsplit("/", 1)[0] if "/" in f else "" for f in grading.test_files}
-    wanted = [f for f in grading.test_files if f in files]
-    wanted += [f for f in files if f.endswith(".py") and (f.rsplit("/", 1)[0] if "/" in f else "") in dirs]
-    sources = {}
-    for path in list(dict.fromkeys(wanted))[:MAX_SOURCES]:
-        sources[path] = (await sb.read_bytes(f"{repo_path}/{path}")).decode(errors="surrogateescape")
-    runner = grading.runner
-    plan = await asyncio.to_thread(  # parses every source: CPU-bound, off the event loop
-        plan_canaries, grading.fail_to_pass, grading.pass_to_pass, sources, runner.parse_id, runner.format_id
-    )
-    for path, text in plan.sources.items():
-        await sb.write_file(f"{repo_path}/{path}", text.encode(errors="surrogateescape"))
-    return plan
-
-
-# What the test run could use to change what runs or how: Python files, start-up hooks, configuration.
-FINGERPRINT = (
-    "find . -path ./.git -prune -o -type f \\( -name '*.py' -o -name '*.pth' -o -name '*.ini' -o -name '*.toml' "
-    "-o -name '*.cfg' \\) -print0 | sort -z | xargs -0 -r sha256sum -- > {work}/fingerprint 2>/dev/null; true"
-)
-
-
-async def _fingerprint(sb: SandboxAPI, repo: str) -> dict[str, str]:
-    """path -> sha256 of the repository's Python and configuration files (find and sha256sum: no git, whose
-    repository config the test run could have rewritten)."""
-    await _sh(sb, f"cd {repo} && " + FINGERPRINT.format(work=WORK))
-    out = (await sb.read_bytes(f"{WORK}/fingerprint")).decode(errors="surrogateescape")
-    return {line[66:].removeprefix("./"): line[:64] for line in out.splitlines() if len(line) > 66}
-
-
 async def _run_tests(
     sb: SandboxAPI,
-    repo_path: str,
+    repo: str,
     grading: Grading,
     canaries: CanaryPlan,
     env: RepoEnv,
     timeout_s: float,
-    test_env: Path | None,
-) -> tuple[Verdict, str, bool]:
-    """Run the graded ids and the canaries under the runner's guard; the verdict from its events."""
+    env_path: str,
+    changed: list[str],
+):
+    """Run the graded ids and the controls sealed, under the runner's guard; the verdict from its events."""
     runner = grading.runner
-    guard = f"{GUARD_DIR}/{runner.guard}"
-    await sb.write_file(guard, await asyncio.to_thread((GUARD_SOURCES / runner.guard).read_text))
-    roots = [f"{repo_path}/{r}".rstrip("/") if r else repo_path for r in grading.roots[::-1]]
-    env_paths = [f"{ENV_MOUNT}/site-packages"] if test_env is not None else []
-    ids = _interleave(canaries.run_ids(grading.test_ids))
-    command = runner.command(guard, ids, roots, env_paths)
-    # The tests' own children see the repository on PYTHONPATH, as they would outside the grader.
-    children = ":".join([*roots, *env_paths])
-    run = (
-        f"cd {shlex.quote(repo_path)} && {env.activate or 'true'} && "
-        f'env -i PATH="$PATH" HOME={HOME} LANG=C.UTF-8 TMPDIR=/tmp PYTHONDONTWRITEBYTECODE=1 '
-        f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONPATH={shlex.quote(children)} "
-        f"timeout -k 5 {int(timeout_s)} {command} 3>&1 >{WORK}/tests.log 2>&1"
-    )
-    result = await sb.bash(run, timeout=timeout_s + 60)
-    if result.timed_out:
-        raise SandboxError(f"the test run did not end after {timeout_s + 60:.0f}s")
-    if sb.own_pid_namespace:  # whatever the run left behind is not the grader's: end it before looking
-        await sb.bash(END_STRAYS, timeout=60)
-    await sb.bash(FREE_SCRATCH, timeout=60)
-    await _sh(sb, f"tail -c {MAX_LOG} {WORK}/tests.log > {WORK}/tests.tail")
-    log_text = (await sb.read_bytes(f"{WORK}/tests.tail")).decode(errors="replace")
-    verdict = judge(
-        runner,
-        grading.test_ids,
-        canaries,
-        result.output,
-        log_text,
-        repo_path,
-        lambda p: is_protected(p, grading.task_files),
-    )
-    if result.truncated:
-        verdict.evidence.append("the run wrote more than the grader's channel holds")
-    if result.shell_restarted:
-        verdict.evidence.append("the test run ended the grader's shell")
-    return verdict, log_text, result.exit_code in (124, 137)
-
-
-def _interleave(ids: list[str]) -> list[str]:
-    """Graded ids and canaries in one order that says nothing about which is which (by name)."""
-    return sorted(dict.fromkeys(ids))
-
-
-def _score(grading: Grading, verdict: Verdict, log_text: str, timed_out: bool, started: float) -> dict:
-    """reward 1.0 iff every listed test passed, by the guard's events and the runner's output alike,
-    and the run can be trusted (see monitor.py)."""
-    ids = grading.test_ids
-    results = verdict.statuses
-    failed = [t for t in ids if results.get(t) != "passed"]
-    tampered = bool(verdict.evidence)
-    fields = {
-        "reward": 1.0 if not failed and verdict.complete and not tampered else 0.0,
-        "runner_tampered": tampered,
-        "tamper_evidence": verdict.evidence[:20],
-        "tests_passed": len(ids) - len(failed),
-        "tests_failed": len(failed),
-        "failed_tests": failed[:50],
-        "fail_to_pass_passed": sum(results.get(t) == "passed" for t in grading.fail_to_pass),
-        "pass_to_pass_passed": sum(results.get(t) == "passed" for t in grading.pass_to_pass),
-        "tests_timed_out": timed_out,
-        "eval_seconds": round(time.monotonic() - started, 2),
-        "log_tail": log_text[-2000:] if failed or tampered or not verdict.complete else "",
-    }
-    fields["resolved"] = fields["reward"] == 1.0
-    if tampered:
-        fields["reason"] = "runner_tampered"
-    elif timed_out:
-        fields["reason"] = "the tests timed out"
-    elif not verdict.complete:
-        fields["reason"] = "the test run did not complete"
-    elif failed:
-        fields["reason"] = f"{len(failed)} of {len(ids)} tests did not pass"
-        kinds = sorted({note for t, note in verdict.notes.items() if t in failed})
-        if kinds:
-            fields["reason"] += f" ({'; '.join(kinds)})"
-    fields["test_notes"] = dict(list(verdict.notes.items())[:20])
-    return fields
+    roots = [f"{repo}/{r}".rstrip("/") if r else repo for r in grading.roots[::-1]]
+    env_paths = [env_path] if env_path else []
+    ids = sorted(dict.fromkeys(canaries.run_ids(grading.test_ids)))  # an order that says nothing (names are random)
+    command = runner.command(f"{GUARD_DIR}/{runner.guard}", ids, roots, env_paths, changed)
+    channel, rc, trouble = await run_sealed(sb, repo, env.activate, command, ":".join([*roots, *env_paths]), timeout_s)
+    log_text, problems = "", [trouble] if trouble else []
+    try:
+        await sh(sb, FREE_SCRATCH, timeout=120)
+        await sh(sb, f"tail -c {MAX_LOG} {LOG} > {WORK}/tests.tail", timeout=60)
+        log_text = (await sb.read_bytes(f"{WORK}/tests.tail")).decode(errors="replace")
+    except (SandboxError, OSError) as exc:
+        problems.append(f"the grader could not read the run's log: {exc}")
+    verdict = judge(runner, grading.test_ids, canaries, channel, log_text, repo, grading.protected)
+    if verdict.sealed is None:  # the seal speaks before anything of the patch runs: not the agent's doing
+        if trouble:
+            raise SandboxError(f"the test run never started: {trouble}")
+        raise VerifierError(f"the test run never started (nothing of the patch ran yet): {channel[-500:]}")
+    verdict.evidence += problems
+    return verdict, log_text, rc in (124, 137)
 
 
 async def agent_diff(
@@ -463,9 +415,12 @@ async def agent_diff(
 ) -> str:
     """The agent's changes against base_commit, from the AGENT's sandbox at the end of the rollout.
 
-    Run in a clean bash (the agent's aliases, functions, GIT_* variables and global git config do not
-    apply); a deleted or broken .git is restored from the read-only base when there is one. Binary and
-    non-UTF-8 files are left out (they would not apply), and files past max_bytes in total.
+    Run through absolute paths in a fresh bash with an empty environment (no function, alias, GIT_*
+    variable or global git config of the agent's applies); a deleted or broken .git is restored from the
+    read-only base when there is one. Binary and non-UTF-8 files are left out (they would not apply), and
+    files past max_bytes in total. Whatever comes out is the agent's text to the grader: it is parsed as
+    untrusted (patches.py) and applied by git alone. A diff that cannot be taken (the agent broke its
+    repository or its sandbox) is an empty patch: reward 0, never an infrastructure failure.
     repo_path: where the repository is (repos.repo_env(row).repo_path; /testbed for images).
     """
     out_dir = f"/tmp/prorl-diff-{random.randbytes(4).hex()}"
@@ -479,15 +434,13 @@ async def agent_diff(
     )
     clean = CLEAN.format(path=SYSTEM_PATH)
     result = await sandbox.bash(f"{clean} /bin/bash --noprofile --norc -c {shlex.quote(script)}", timeout=300)
-    if result.timed_out:
-        raise SandboxError(f"computing the agent's diff timed out: {result.output[-500:]}")
-    if result.exit_code != 0:  # the agent broke its repository (e.g. removed .git in an image): nothing to score
+    last = result.output.strip().splitlines()[-1:] or [""]
+    if result.timed_out or result.exit_code != 0 or not last[0].isdigit():
         log.warning("no diff from sandbox %s: %s", sandbox.id, result.output[-500:])
         return ""
-    total = int(result.output.strip().splitlines()[-1])
     text = (await sandbox.read_bytes(f"{out_dir}/head.diff")).decode(errors="replace")
     sections = [s.text for s in split_patch(text)]
-    if total > 8 * max_bytes and sections:
+    if int(last[0]) > 8 * max_bytes and sections:
         sections = sections[:-1]  # cut off mid-section
     kept, size = [], 0
     for section in sections:

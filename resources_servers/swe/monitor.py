@@ -15,23 +15,28 @@ process to steal or rewrite. A test id counts as passed only when:
   skips and unexpected passes are failures);
 - the runner's own summary says the same (swebench's log rules, runners.py);
 
-and the run as a whole counts only when it ended, said nothing twice or after its end, wrote nothing
-unreadable on the channel, and its canaries came out as the grader knew they must (canaries.py): every
-decoy under a failing test's name and every must-fail copy failed. Graded tests run under the new
-names canaries.py gave them; the verdict speaks of them by their own.
+and the run as a whole counts only when it was sealed as the grader's probe said it can be (the seal's
+event comes first, before any code of the repository ran: prorl_seal.py), it ended, said nothing twice
+or after its end, sent no event the guard never sends, wrote nothing unreadable on the channel, and no
+control (controls.py) passed beside the test it was made from. Graded tests run under the new names
+canaries.py gave them; the verdict speaks of them by their own. Nothing from inside the run can make
+the task "ungradeable": whether it can run at all was decided before it started (evaluate.py).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from resources_servers.swe.canaries import CanaryPlan
 from resources_servers.swe.runners import TestRunner
 
 PREFIX = "@prorl "
+EVENTS = {"sealed", "start", "item", "report", "problem", "note", "end"}  # what the seal and the guards send
 
 
 @dataclass
@@ -39,28 +44,24 @@ class Verdict:
     statuses: dict[str, str]  # graded id -> passed / failed
     complete: bool  # the run reached its end
     evidence: list[str] = field(default_factory=list)  # why the run cannot be trusted (empty: it can)
-    setup_error: str | None = None  # the task cannot run as staged (not the agent's doing)
+    sealed: int | None = None  # the Landlock ABI the run was sealed with, as its first event said
     notes: dict[str, str] = field(default_factory=dict)  # graded id -> why an outcome did not count as a pass
 
 
-def read_events(output: str) -> tuple[list[dict], int]:
+def read_events(output: str) -> tuple[list[dict], list[str]]:
     """(events, unreadable lines) from the grader's channel."""
-    events, junk = [], 0
+    events, junk = [], []
     for line in output.replace("\r", "").splitlines():
         if not line.strip():
             continue
-        if not line.startswith(PREFIX):
-            junk += 1
-            continue
         try:
-            event = json.loads(line[len(PREFIX) :])
+            event = json.loads(line[len(PREFIX) :]) if line.startswith(PREFIX) else None
         except ValueError:
-            junk += 1
-            continue
+            event = None
         if isinstance(event, dict) and isinstance(event.get("e"), str):
             events.append(event)
         else:
-            junk += 1
+            junk.append(line)
     return events, junk
 
 
@@ -75,11 +76,14 @@ def judge(
 ) -> Verdict:
     """The verdict on a run of `graded` + the plan's canaries (see the module docstring)."""
     events, junk = read_events(channel)
-    evidence = [f"{junk} unreadable lines on the grader's channel"] if junk else []
+    evidence = [f"{len(junk)} unreadable lines on the grader's channel (the first: {junk[0][:200]!r})"] if junk else []
+    sealed = events.pop(0).get("abi") if events and events[0]["e"] == "sealed" else None
     if not events or events[0]["e"] != "start":
-        return Verdict({t: "failed" for t in graded}, False, evidence + ["the runner never started"] * bool(events))
-    if setup := next((e for e in events if e["e"] == "setup_error"), None):
-        return Verdict({t: "failed" for t in graded}, False, evidence, setup_error=str(setup.get("text")))
+        failed = {t: "failed" for t in graded}
+        return Verdict(failed, False, evidence + ["the runner never started"] * bool(events), sealed=sealed)
+    kinds = {str(e["e"]) for e in events}
+    if strange := sorted(kinds - (EVENTS - {"sealed"})):  # a second seal, a "setup error", ...: none is the guard's
+        evidence.append(f"events no guard sends: {strange}")
     ends = [i for i, e in enumerate(events) if e["e"] == "end"]
     complete = bool(ends)
     if len(ends) > 1 or (ends and ends[0] != len(events) - 1):
@@ -156,17 +160,48 @@ def judge(
             notes[t] = "an expected failure, but the graded source marks no xfail"
         elif any(outcome == "skipped" and not xfail for outcome, xfail in reports.get(run, {}).values()):
             notes[t] = "skipped"
-    if complete:
-        for test in plan.must_fail:
-            seen, said = status(test), own.get(test, "missing")
-            if seen == "failed" and said == "failed":
-                continue
-            shown = seen if test in items else "missing"
-            if test in graded:  # a decoy under a failing test's own name
-                evidence.append(
-                    f"{test} is a decoy that always fails, yet it was {shown} ({said} by the runner's output): "
-                    "outcomes were decided by the test's name"
-                )
-            else:
-                evidence.append(f"a copy of a test that must fail ({test}) was {shown}, {said} by the runner's output")
-    return Verdict(statuses, complete, evidence, notes=notes)
+    for control, twin in plan.controls.items():
+        seen, said = status(control), own.get(control, "missing")
+        if statuses.get(twin) == "passed" and not (seen == "failed" and said == "failed"):
+            shown = seen if control in items else "missing"
+            evidence.append(
+                f"a control of {twin} (one of its assertions changed, so that both cannot pass) was {shown}, "
+                f"{said} by the runner's output: outcomes were made up, or a value compares equal to anything"
+            )
+    return Verdict(statuses, complete, evidence, sealed=sealed, notes=notes)
+
+
+def score(grading: Any, verdict: Verdict, log_text: str, timed_out: bool, started: float) -> dict:
+    """reward 1.0 iff every graded test passed, by the guard's events and the runner's output alike, and
+    the run can be trusted. grading: its fail_to_pass, pass_to_pass and test_ids (evaluate.Grading)."""
+    ids = grading.test_ids
+    results = verdict.statuses
+    failed = [t for t in ids if results.get(t) != "passed"]
+    tampered = bool(verdict.evidence)
+    fields = {
+        "reward": 1.0 if not failed and verdict.complete and not tampered else 0.0,
+        "runner_tampered": tampered,
+        "tamper_evidence": verdict.evidence[:20],
+        "tests_passed": len(ids) - len(failed),
+        "tests_failed": len(failed),
+        "failed_tests": failed[:50],
+        "fail_to_pass_passed": sum(results.get(t) == "passed" for t in grading.fail_to_pass),
+        "pass_to_pass_passed": sum(results.get(t) == "passed" for t in grading.pass_to_pass),
+        "tests_timed_out": timed_out,
+        "eval_seconds": round(time.monotonic() - started, 2),
+        "log_tail": log_text[-2000:] if failed or tampered or not verdict.complete else "",
+    }
+    fields["resolved"] = fields["reward"] == 1.0
+    if tampered:
+        fields["reason"] = "runner_tampered"
+    elif timed_out:
+        fields["reason"] = "the tests timed out"
+    elif not verdict.complete:
+        fields["reason"] = "the test run did not complete"
+    elif failed:
+        fields["reason"] = f"{len(failed)} of {len(ids)} tests did not pass"
+        kinds = sorted({note for t, note in verdict.notes.items() if t in failed})
+        if kinds:
+            fields["reason"] += f" ({'; '.join(kinds)})"
+    fields["test_notes"] = dict(list(verdict.notes.items())[:20])
+    return fields

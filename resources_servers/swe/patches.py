@@ -5,8 +5,10 @@
 A section is dropped (the rest of the patch still counts) when it would change what the grader
 relies on rather than the code under test:
 
-- paths outside the repository or inside `.git`, and symbolic links (a link can point a graded path
-  anywhere);
+- paths outside the repository or inside `.git` (git's C-quoted names decoded first: `"b/\\056git"` is
+  `.git`; every name any header line of the section could stand for is checked), symbolic links (a link
+  can point a graded path anywhere), binary patches, submodules, and compiled code (`.pyc`, `.so`, ...:
+  Python runs a `.pyc` in place of its source);
 - the tests and what configures them: files of test_patch and of the test ids, `test_*.py`,
   `*_test.py`, `conftest.py`, anything under a tests/test/testing directory, and every file pytest
   reads configuration from (pytest.ini, .pytest.ini, pytest.toml, .pytest.toml, tox.ini, setup.cfg,
@@ -30,6 +32,7 @@ from dataclasses import dataclass, field
 TEST_DIRS = {"tests", "test", "testing"}
 PYTEST_CONFIG = {"pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg", "pyproject.toml"}
 STARTUP_HOOKS = {"sitecustomize.py", "usercustomize.py"}
+COMPILED = (".pyc", ".pyo", ".so", ".pyd", ".dylib")
 # What a naive grader's git, pip or python would read from HOME (the repository, in the agent's sandbox).
 TOOL_CONFIG = (".gitconfig", ".gitattributes", ".gitmodules", ".config/", ".local/", ".pdbrc", ".netrc", ".pypirc")
 # The test runner's own distributions (also kept out of task test environments: repos.RUNNER_DISTRIBUTIONS).
@@ -56,6 +59,8 @@ class Section:
     text: str
     new: bool  # it creates a file
     symlink: bool  # it creates or changes a symbolic link
+    binary: bool = False  # a binary patch (nothing the agent's diff carries)
+    submodule: bool = False  # a gitlink
 
 
 def split_patch(patch: str) -> list[Section]:
@@ -73,32 +78,97 @@ def split_patch(patch: str) -> list[Section]:
     sections = []
     for n, start in enumerate(starts):
         text = lines[start : starts[n + 1] if n + 1 < len(starts) else len(lines)]
-        paths = {_strip(line[4:]) for line in text if line.startswith(("--- ", "+++ "))}
-        if git:
-            m = re.match(r'diff --git ("?a/.*?"?) ("?b/.*"?)$', text[0].rstrip("\n"))
-            paths |= {_strip(p) for p in m.groups()} if m else set()
-            paths |= {line.split(" ", 2)[2].strip() for line in text if line.startswith(("rename ", "copy "))}
         header = "".join(line for line in text if not line.startswith((" ", "+", "-", "@")))
         sections.append(
             Section(
-                paths=tuple(sorted(p for p in paths if p)),
+                paths=tuple(sorted(_paths(text))),
                 text="".join(text),
                 new="new file mode" in header or any(line.startswith("--- /dev/null") for line in text),
-                symlink=bool(
-                    re.search(r"^(new file |new |old |deleted file )?mode 120000|^index \S+ 120000", header, re.M)
-                ),
+                symlink=bool(re.search(rf"^{MODE_LINE}120000|^index \\S+ 120000", header, re.M)),
+                binary=any(line.startswith(("GIT binary patch", "Binary files ")) for line in text),
+                submodule=bool(re.search(rf"^{MODE_LINE}160000|^index \\S+ 160000", header, re.M)),
             )
         )
     return sections
+
+
+MODE_LINE = "(new file |new |old |deleted file )?mode "
+C_ESCAPES = {"a": 7, "b": 8, "t": 9, "n": 10, "v": 11, "f": 12, "r": 13, '"': 34, "\\": 92}
+
+
+def unquote(text: str) -> tuple[str, str] | None:
+    """A C-quoted name at the start of text, as git writes names with special characters (`"b/\\056git"`):
+    (the decoded name, the rest after the closing quote); None if text does not start with one."""
+    if not text.startswith('"'):
+        return None
+    out, i = bytearray(), 1
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            return out.decode(errors="surrogateescape"), text[i + 1 :]
+        if c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt in C_ESCAPES:
+                out.append(C_ESCAPES[nxt])
+                i += 2
+                continue
+            if re.match(r"[0-7]{3}", text[i + 1 : i + 4]):
+                out.append(int(text[i + 1 : i + 4], 8) & 0xFF)
+                i += 4
+                continue
+            return None  # an escape git never writes: not a name git would read either
+        out += c.encode(errors="surrogateescape")
+        i += 1
+    return None
+
+
+def _names(text: str) -> set[str]:
+    """Every name a header's text may stand for: the decoded quoted name, or for a bare one each reading a
+    reader might take (up to a tab, each part before a space): better too many than one missed."""
+    text = text.rstrip("\n")
+    quoted = unquote(text)
+    if quoted is not None:
+        return {quoted[0]}
+    bare = text.split("\t", 1)[0]
+    return {bare, *(bare[:i] for i, c in enumerate(bare) if c == " ")} - {""}
+
+
+def _git_names(rest: str) -> set[str]:
+    """The two names of a `diff --git` line, quoted or not (a bare pair is ambiguous: every split is read)."""
+    rest = rest.rstrip("\n")
+    first = unquote(rest)
+    if first is not None:
+        second = first[1].lstrip(" ")
+        return {first[0], *_names(second)}
+    names = set()
+    for i, c in enumerate(rest):
+        if c == " ":
+            names |= {rest[:i]} | _names(rest[i + 1 :])
+    return names
+
+
+def _paths(text: list[str]) -> set[str]:
+    """Every repository path a section's lines can name, decoded, with git's a/ b/ prefix removed."""
+    paths: set[str] = set()
+    for line in text:
+        if line.startswith("diff --git "):
+            paths |= {_strip(n) for n in _git_names(line[len("diff --git ") :])}
+        elif line.startswith(("--- ", "+++ ")):
+            paths |= {_strip(n) for n in _names(line[4:])}
+        elif line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+            paths |= _names(line.split(" ", 2)[2])
+    return {p for p in paths if p}
 
 
 def patch_files(patch: str) -> set[str]:
     return {p for section in split_patch(patch) for p in section.paths}
 
 
-def _strip(path: str) -> str:
-    path = path.split("\t")[0].strip().strip('"')
-    return "" if path == "/dev/null" else path.split("/", 1)[1] if "/" in path else path
+def _strip(name: str) -> str:
+    """A header name without its first component (git's a/ and b/, -p1); /dev/null names no file."""
+    if name == "/dev/null":
+        return ""
+    return name.split("/", 1)[1] if "/" in name else name
 
 
 def is_test_path(path: str, task_files: set[str]) -> bool:
@@ -115,7 +185,8 @@ def is_test_path(path: str, task_files: set[str]) -> bool:
 def is_protected(path: str, task_files: set[str]) -> bool:
     """Reset to the graded base whenever the patch changed it (see the module docstring)."""
     name = path.rsplit("/", 1)[-1]
-    return is_test_path(path, task_files) or name in PYTEST_CONFIG or name in STARTUP_HOOKS or name.endswith(".pth")
+    startup = name in STARTUP_HOOKS or name.endswith(".pth")
+    return is_test_path(path, task_files) or name in PYTEST_CONFIG or startup or compiled(path)
 
 
 def unsafe_path(path: str) -> str | None:
@@ -123,9 +194,16 @@ def unsafe_path(path: str) -> str | None:
     parts = path.split("/")
     if path.startswith("/") or ".." in parts:
         return "outside the repository"
-    if any(part.lower() == ".git" for part in parts):
+    if any(part.lower().rstrip(". ") == ".git" or part.lower().startswith("git~") for part in parts):
         return "inside .git"
+    if any(ord(c) < 32 or c == "\x7f" for c in path):
+        return "a name with control characters"
     return None
+
+
+def compiled(path: str) -> bool:
+    """Code Python would run without its source (a .pyc is imported in place of its .py)."""
+    return path.endswith(COMPILED) or "__pycache__" in path.split("/")
 
 
 def tool_config(path: str) -> bool:
@@ -197,6 +275,12 @@ def _drop_reason(section: Section, path: str, task_files: set[str], names: Impor
         return reason
     if section.symlink:
         return "a symbolic link"
+    if section.binary:
+        return "a binary patch"
+    if section.submodule:
+        return "a submodule"
+    if compiled(path):
+        return "compiled code"
     if is_test_path(path, task_files):
         return "a test file"
     name = path.rsplit("/", 1)[-1]

@@ -16,8 +16,8 @@ A row's `environment` says how to get the repository at `base_commit`:
 
 Local repositories are bound read-only at REPO_MOUNT and copied into the workspace; the
 copy has a single commit, so no later history is visible. Image repositories are used in
-place (their installed package points there) after removing remotes, reflogs and refs
-that are not ancestors of base_commit.
+place (their installed package points there) after SCRUB: their object store then holds
+what base_commit reaches and nothing else (no later commit, tree or blob, however stored).
 """
 
 from __future__ import annotations
@@ -200,25 +200,53 @@ def installed_names(python: str) -> frozenset[str]:
     return frozenset(found)
 
 
+# An image's repository keeps only what base_commit reaches. Deleting refs is not enough (`git fsck
+# --unreachable` and `cat-file --batch-all-objects` still list the future's commits and blobs: the fix):
+# every ref, reflog and leftover head goes, borrowed objects come home and the link to them goes, .keep
+# packs lose their keep, commit-graphs and indexes that name other commits go, then everything is repacked
+# from what the base (HEAD, one branch at it, the index) reaches and the rest is pruned.
+SCRUB = """set -e
+G="git -c safe.directory=* -c core.quotepath=false -c core.fsmonitor=false -c core.hooksPath=/dev/null -c gc.auto=0"
+base={base}
+test "$($G rev-parse HEAD)" = "$base"
+gd=$($G rev-parse --absolute-git-dir)
+branch=$($G symbolic-ref -q --short HEAD || true)
+$G read-tree "$base"
+$G update-index -q --refresh >/dev/null || true
+if [ -s "$gd/objects/info/alternates" ]; then $G repack -a -d -q; rm -f "$gd/objects/info/alternates"; fi
+$G for-each-ref --format='%(refname)' | while read -r ref; do $G update-ref -d "$ref"; done
+$G remote | while read -r r; do $G remote remove "$r"; done
+if [ -n "$branch" ]; then $G update-ref "refs/heads/$branch" "$base"; else $G update-ref --no-deref HEAD "$base"; fi
+rm -rf "$gd/logs" "$gd/refs/original" "$gd/rr-cache" "$gd/modules" "$gd/worktrees" "$gd/sequencer" \\
+  "$gd/rebase-merge" "$gd/rebase-apply" "$gd/lost-found" "$gd/gitk.cache" "$gd/info/refs" "$gd/hooks" \\
+  "$gd/objects/info/commit-graph" "$gd/objects/info/commit-graphs" "$gd/objects/pack/multi-pack-index"
+rm -f "$gd"/*_HEAD "$gd"/BISECT_* "$gd/AUTO_MERGE" "$gd"/objects/pack/*.keep "$gd"/objects/pack/*.bitmap \\
+  "$gd"/objects/pack/*.rev "$gd"/objects/pack/*.promisor
+$G repack -a -d -q --no-write-bitmap-index
+$G prune --expire=now
+if [ -f "$gd/shallow" ]; then
+  while read -r c; do $G cat-file -e "$c^{{commit}}" 2>/dev/null && echo "$c"; done < "$gd/shallow" > "$gd/shallow.kept" || true
+  mv "$gd/shallow.kept" "$gd/shallow"; [ -s "$gd/shallow" ] || rm -f "$gd/shallow"
+fi
+"""
+
+
 async def stage_repo(sandbox: SandboxAPI, row: Any, scrub: bool = True) -> str:
     """Put the repository at base_commit where the agent works, cd there; returns the path.
 
-    Untracked files present now (build artifacts of images) go to .git/info/exclude, so
-    the agent's diff and the evaluator see only what changes from here on.
+    An image's repository is scrubbed (SCRUB: only objects base_commit reaches stay in its object store)
+    unless scrub=False (the grader's sandbox, which removes .git altogether). Untracked files present now
+    (build artifacts of images) go to .git/info/exclude, so the agent's diff and the evaluator see only
+    what changes from here on.
     """
     env = repo_env(row, sandbox.spec.workspace)
     base, repo = shlex.quote(field(row, "base_commit")), shlex.quote(env.repo_path)
     steps = [f"cp -a {REPO_MOUNT}/. {repo}/"] if env.kind == "local" else []
     steps.append(f'cd {repo} && test "$({GIT} rev-parse HEAD)" = {base}')
-    if env.kind == "image" and scrub:  # no remote, and no ref or reflog entry reaching past the base
-        steps.append(
-            f"{GIT} remote | xargs -r -n1 {GIT} remote remove && "
-            f"{GIT} for-each-ref --format='%(refname)' | while read -r ref; do "
-            f'{GIT} merge-base --is-ancestor "$ref" {base} 2>/dev/null || {GIT} update-ref -d "$ref"; done && '
-            f"{GIT} reflog expire --expire=now --all"
-        )
+    if env.kind == "image" and scrub:
+        steps.append(f"bash -c {shlex.quote(SCRUB.format(base=base))}")
     steps.append(f"mkdir -p .git/info && {GIT} ls-files -o --exclude-standard | sed 's|^|/|' >> .git/info/exclude")
-    result = await sandbox.bash(f"( {' && '.join(steps)} ) && cd {repo}", timeout=300)
+    result = await sandbox.bash(f"( {' && '.join(steps)} ) && cd {repo}", timeout=1800)
     if result.timed_out or result.exit_code != 0:
         raise SandboxError(f"staging the repository at {env.repo_path} failed: {result.output[-500:]}")
     return env.repo_path

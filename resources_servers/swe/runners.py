@@ -35,9 +35,15 @@ class TestRunner(Protocol):
     name: str
     guard: str  # the guard's file name in GUARD_SOURCES
 
-    def command(self, guard_path: str, ids: list[str], repo_paths: list[str], env_paths: list[str]) -> str:
-        """The shell command (run in the repository) that runs `ids` under the guard at guard_path, with the
-        task's environment and the repository's import roots on sys.path after the interpreter's own."""
+    def command(
+        self, guard_path: str, ids: list[str], repo_paths: list[str], env_paths: list[str], changed: list[str]
+    ) -> str:
+        """The shell command (run in the repository, under the seal: guard/prorl_seal.py) that runs `ids`
+        under the guard at guard_path, with the task's environment and the repository's import roots on
+        sys.path after the interpreter's own; `changed`: the files of the code under test the patch
+        changed (absolute paths), for the guard to report runner hooks implemented there. It writes its
+        events to fd 3 (`@prorl {json}` lines: start, item, report, problem, note, end; monitor.py) and
+        its own log to stdout; stdin is /dev/null, and nothing but the scratch space is writable."""
         ...
 
     def parse(self, log: str, ids: list[str]) -> dict[str, str]:
@@ -49,11 +55,17 @@ class TestRunner(Protocol):
     def format_id(self, test: TestId) -> str: ...
 
 
-def _guard_command(guard_path: str, ids: list[str], repo_paths: list[str], env_paths: list[str]) -> str:
+def _guard_command(
+    guard_path: str, ids: list[str], repo_paths: list[str], env_paths: list[str], changed: list[str]
+) -> str:
     # -I: neither the repository, the script's directory, PYTHON* variables nor user site-packages get on
     # sys.path or into the interpreter: what the repository provides is added after the interpreter's own.
     args = " ".join(
-        [*(f"--path {shlex.quote(p)}" for p in repo_paths), *(f"--env-path {shlex.quote(p)}" for p in env_paths)]
+        [
+            *(f"--path {shlex.quote(p)}" for p in repo_paths),
+            *(f"--env-path {shlex.quote(p)}" for p in env_paths),
+            *(f"--changed {shlex.quote(p)}" for p in changed),
+        ]
     )
     return f"python -I -B -u {guard_path} --events-fd 3 {args} -- {' '.join(shlex.quote(t) for t in ids)}"
 
@@ -62,8 +74,10 @@ class Pytest:
     name = "pytest"
     guard = "prorl_pytest_guard.py"
 
-    def command(self, guard_path: str, ids: list[str], repo_paths: list[str], env_paths: list[str]) -> str:
-        return _guard_command(guard_path, ids, repo_paths, env_paths)
+    def command(
+        self, guard_path: str, ids: list[str], repo_paths: list[str], env_paths: list[str], changed: list[str]
+    ) -> str:
+        return _guard_command(guard_path, ids, repo_paths, env_paths, changed)
 
     def parse(self, log: str, ids: list[str]) -> dict[str, str]:
         return parse_pytest(log, ids)
@@ -84,8 +98,10 @@ class Unittest:
     name = "unittest"
     guard = "prorl_unittest_guard.py"
 
-    def command(self, guard_path: str, ids: list[str], repo_paths: list[str], env_paths: list[str]) -> str:
-        return _guard_command(guard_path, ids, repo_paths, env_paths)
+    def command(
+        self, guard_path: str, ids: list[str], repo_paths: list[str], env_paths: list[str], changed: list[str]
+    ) -> str:
+        return _guard_command(guard_path, ids, repo_paths, env_paths, changed)
 
     def parse(self, log: str, ids: list[str]) -> dict[str, str]:
         return parse_unittest(log, ids)

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """pytest as SWE grading runs it, narrating what happens to the grader (SWE EVAL, inside the sandbox).
 
-    python -I -B -u prorl_pytest_guard.py --events-fd 3 [--path DIR]... [--env-path DIR]... -- <node id>...
+    python -I -B -u prorl_pytest_guard.py --events-fd 3 [--path DIR]... [--env-path DIR]... [--changed FILE]...
+        -- <node id>...
 
 The interpreter is isolated (-I): sys.path holds its own directories only, PYTHON* variables and user
 site-packages are ignored. The task's environment (--env-path, read-only) and then the repository's
@@ -10,8 +11,10 @@ import roots (--path) are appended after them, and test modules are imported wit
 --import-mode=append: nothing the repository holds can stand in for a module of the standard
 library, of the runner or of the installed packages. Plugins come from the installed entry points,
 read before the repository is on sys.path (a plugin the repository's own metadata declares is never
-loaded: autoloading is off). A tests' package that an installed one of the same name would shadow is
-reported as the task's problem, not the agent's.
+loaded: autoloading is off). Whether an installed package shadows the tests' own is the grader's
+question, answered before the run (a message from inside the run never makes a task ungradeable).
+--changed: the files of the code under test the patch changed; code from them implementing the hooks
+that decide a test's outcome is reported.
 
 Each event goes to fd 3 the moment it happens, one line each (`@prorl {json}`): the items collected
 (with the file each test's code really comes from), every report, what the runner's own functions
@@ -30,15 +33,15 @@ import sys
 
 
 def _args(argv):
-    opts = {"--events-fd": [], "--path": [], "--env-path": []}
+    opts = {"--events-fd": [], "--path": [], "--env-path": [], "--changed": []}
     i = 0
     while i < len(argv) and argv[i] != "--":
         opts[argv[i]].append(argv[i + 1])
         i += 2
-    return int(opts["--events-fd"][0]), opts["--path"], opts["--env-path"], argv[i + 1 :]
+    return int(opts["--events-fd"][0]), opts["--path"], opts["--env-path"], set(opts["--changed"]), argv[i + 1 :]
 
 
-EVENTS_FD, REPO_PATHS, ENV_PATHS, IDS = _args(sys.argv[1:])
+EVENTS_FD, REPO_PATHS, ENV_PATHS, CHANGED, IDS = _args(sys.argv[1:])
 os.set_inheritable(EVENTS_FD, False)  # the tests' subprocesses do not speak for this run
 
 
@@ -74,8 +77,11 @@ WATCHED = [
     for owner, name in (
         (_pytest.python.Function, "runtest"),
         (_pytest.python, "pytest_pyfunc_call"),
+        (_pytest.python.Function, "setup"),
         (_pytest.runner, "call_and_report"),
+        (_pytest.runner, "call_runtest_hook"),
         (_pytest.runner, "runtestprotocol"),
+        (_pytest.runner, "pytest_runtest_call"),
         (_pytest.runner.CallInfo, "from_call"),
         (_pytest.reports.TestReport, "from_item_and_call"),
         (_pytest.reports.BaseReport, "passed"),
@@ -85,19 +91,50 @@ WATCHED = [
         (pluggy.PluginManager, "_hookexec"),
         (builtins, "AssertionError"),
         (os, "_exit"),
+        (sys.modules[__name__], "emit"),
     )
     if (isinstance(owner, type) and name in owner.__dict__) or (not isinstance(owner, type) and hasattr(owner, name))
 ]
+# Hooks that decide a test's outcome: an implementation in a file of the code under test the patch changed
+# is reported (a project that is itself a pytest plugin and whose fix changes such a hook would be too).
+RUNTEST_HOOKS = (
+    "pytest_pyfunc_call",
+    "pytest_runtest_call",
+    "pytest_runtest_protocol",
+    "pytest_runtest_makereport",
+    "pytest_report_teststatus",
+)
 _reported = set()
 
 
-def check(where):
+def problem(text):
+    if text not in _reported:
+        _reported.add(text)
+        emit(e="problem", text=text)
+
+
+def check(where, config=None):
     for owner, name, original in WATCHED:
         if _static(owner, name) is not original:
-            text = "{}.{} was replaced ({})".format(getattr(owner, "__name__", owner), name, where)
-            if text not in _reported:
-                _reported.add(text)
-                emit(e="problem", text=text)
+            problem("{}.{} was replaced ({})".format(getattr(owner, "__name__", owner), name, where))
+    if config is None:
+        return
+    for hook in RUNTEST_HOOKS:
+        caller = getattr(config.pluginmanager.hook, hook, None)
+        for impl in caller.get_hookimpls() if caller is not None else []:
+            if _from_changed(impl.function):
+                problem(f"the patch's code implements pytest's {hook} ({where})")
+
+
+def _from_changed(function):
+    """Whether a function's code comes from a file of the code under test that the patch changed."""
+    if not CHANGED:
+        return False
+    try:
+        code = inspect.unwrap(function).__code__
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return _real(code.co_filename) in CHANGED
 
 
 def installed_plugins():
@@ -120,31 +157,8 @@ def installed_plugins():
     return plugins
 
 
-def shadowed_test_packages():
-    """Top-level packages of the graded test modules that something installed already provides."""
-    import importlib.util
-
-    out = []
-    for test_id in IDS:
-        path = test_id.split("::", 1)[0]
-        parts = path.split("/")
-        top = parts[-1][:-3] if parts[-1].endswith(".py") else None
-        for i in range(len(parts) - 1, 0, -1):
-            if not os.path.exists(os.path.join(*parts[:i], "__init__.py")):
-                break
-            top = parts[i - 1]
-        if top and top not in out:
-            try:
-                spec = importlib.util.find_spec(top)
-            except (ImportError, ValueError):
-                spec = None
-            if spec is not None:
-                out.append(f"{top} (at {spec.origin or list(spec.submodule_search_locations or [])})")
-    return out
-
-
 def pytest_collection_finish(session):
-    check("after collection")
+    check("after collection", session.config)
     for item in session.items:
         module = getattr(getattr(item, "module", None), "__file__", None)
         code = None
@@ -184,15 +198,11 @@ def pytest_runtest_logreport(report):
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
-    check("at the end")
+    check("at the end", session.config)
     emit(e="end", status=int(exitstatus))
 
 
 def main():
-    shadowed = shadowed_test_packages()
-    if shadowed:
-        emit(e="setup_error", text="the tests' package is also installed: " + ", ".join(shadowed))
-        return 3
     plugins = installed_plugins()
     if plugins is not None:
         os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"

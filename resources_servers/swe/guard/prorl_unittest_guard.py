@@ -2,14 +2,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """The standard library's unittest as SWE grading runs it, narrating what happens to the grader.
 
-    python -I -B -u prorl_unittest_guard.py --events-fd 3 [--path DIR]... [--env-path DIR]... -- <dotted id>...
+    python -I -B -u prorl_unittest_guard.py --events-fd 3 [--path DIR]... [--env-path DIR]... [--changed FILE]...
+        -- <dotted id>...
 
 Runs the tests like `python -m unittest -v <ids>` (the same verbose lines on stderr) in an isolated
 interpreter: the repository's import roots are appended to sys.path after the interpreter's own
 directories and the task's environment, so nothing in the repository can stand in for `unittest` or
 any other module the runner imports. Each event goes to fd 3 as it happens (`@prorl {json}`): the
 tests loaded (with the file each one's code comes from), each outcome, the runner's own functions
-replaced, the end. The grader outside decides; nothing here is secret (see prorl_pytest_guard.py).
+replaced (TestCase's own machinery, this guard's result class and emitter), the end. The grader outside
+decides; nothing here is secret (see prorl_pytest_guard.py). --changed is accepted for the runners'
+common command line (see prorl_pytest_guard.py).
 
 Standard library only (it runs on the sandbox's Python).
 """
@@ -22,7 +25,7 @@ import sys
 
 
 def _args(argv):
-    opts = {"--events-fd": [], "--path": [], "--env-path": []}
+    opts = {"--events-fd": [], "--path": [], "--env-path": [], "--changed": []}
     i = 0
     while i < len(argv) and argv[i] != "--":
         opts[argv[i]].append(argv[i + 1])
@@ -55,14 +58,16 @@ import unittest.suite  # noqa: E402
 
 
 def _static(owner, name):
-    return owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+    return owner.__dict__.get(name) if isinstance(owner, type) else getattr(owner, name, None)
 
 
+CASE_MACHINERY = ("run", "__call__", "debug", "_callTestMethod", "_callSetUp", "_callTearDown", "_callCleanup")
 WATCHED = [
     (owner, name, _static(owner, name))
     for owner, name in (
-        (unittest.case.TestCase, "run"),
-        (unittest.case.TestCase, "__call__"),
+        *((unittest.case.TestCase, name) for name in CASE_MACHINERY),
+        (unittest.case.TestCase, "doCleanups"),
+        (unittest.case, "_addSkip"),
         (unittest.case._Outcome, "testPartExecutor"),
         (unittest.result.TestResult, "addSuccess"),
         (unittest.result.TestResult, "addFailure"),
@@ -73,8 +78,9 @@ WATCHED = [
         (unittest.suite.TestSuite, "run"),
         (builtins, "AssertionError"),
         (os, "_exit"),
+        (sys.modules[__name__], "emit"),
     )
-    if name in getattr(owner, "__dict__", {}) or not isinstance(owner, type)
+    if name in getattr(owner, "__dict__", {}) or (not isinstance(owner, type) and hasattr(owner, name))
 ]
 _reported = set()
 
@@ -123,6 +129,11 @@ class GuardResult(unittest.runner.TextTestResult):
             self._report(test, "failed")
 
 
+# This guard's own reporting, watched like the runner's: a result class rewritten in place reports nothing.
+WATCHED += [(GuardResult, name, value) for name, value in vars(GuardResult).items() if callable(value)]
+WATCHED += [(unittest.case.TestCase, name, _static(unittest.case.TestCase, name)) for name in ("id", "__str__")]
+
+
 def _tests(suite):
     for test in suite:
         if isinstance(test, unittest.TestSuite):
@@ -131,26 +142,8 @@ def _tests(suite):
             yield test
 
 
-def shadowed_test_packages():
-    import importlib.util
-
-    out = []
-    for top in sorted({test_id.split(".", 1)[0] for test_id in IDS}):
-        try:
-            spec = importlib.util.find_spec(top)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is not None:
-            out.append(f"{top} (at {spec.origin or list(spec.submodule_search_locations or [])})")
-    return out
-
-
 def main():
     sys.path.extend(ENV_PATHS)
-    shadowed = shadowed_test_packages()
-    if shadowed:
-        emit(e="setup_error", text="the tests' package is also installed: " + ", ".join(shadowed))
-        return 3
     sys.path[len(sys.path) - len(ENV_PATHS) : len(sys.path) - len(ENV_PATHS)] = REPO_PATHS
     suite = unittest.defaultTestLoader.loadTestsFromNames(IDS)  # the repository's code is imported here
     check("after loading the tests")

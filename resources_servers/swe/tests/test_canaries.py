@@ -1,11 +1,12 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 """Canaries written into real test files and run by the real runners: graded tests renamed in place keep
-their outcomes, decoys under the failing tests' names and must-fail copies always fail, new names say
-nothing, expected-failure markers are read from the source."""
+their outcomes, controls (a literal of an equality assertion changed) fail beside their passing tests and
+carry no mark, new names say nothing, expected-failure markers are read from the source."""
 
 from __future__ import annotations
 
+import ast
 import random
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from resources_servers.swe.canaries import FALLBACK_WORDS, plan_canaries
+from resources_servers.swe.canaries import CONTROLS_PER_TEST, FALLBACK_WORDS, plan_canaries
 from resources_servers.swe.runners import Pytest, Unittest
 
 PYTEST, UNITTEST = Pytest(), Unittest()
@@ -133,19 +134,57 @@ def outcomes(root: Path, ids: list[str]) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("correct", [True, False])
-def test_renamed_tests_keep_their_outcomes_and_decoys_always_fail(tmp_path, correct):
+def test_renamed_tests_keep_their_outcomes_and_controls_fail(tmp_path, correct):
     root = repo(tmp_path, correct)
     plan = plan_for(root)
     graded = [t for t in F2P + P2P if "generated" not in t]
     assert plan.uncovered == ["tests/test_functions.py::test_generated"]
     assert sorted(plan.renamed) == sorted(graded)
-    assert set(F2P[:-1]) <= set(plan.must_fail)  # each failing test's own id is now a decoy
+    # each failing test with a literal in an equality assertion has CONTROLS_PER_TEST controls
+    twins = sorted(set(plan.controls.values()))
+    with_literals = [t for t in F2P if "numbers" not in t and "generated" not in t]  # `== total` is no literal
+    assert twins == sorted(with_literals) and len(plan.controls) == CONTROLS_PER_TEST * len(with_literals)
     seen = outcomes(root, plan.run_ids(graded))
     for test in F2P[:-1]:
         assert seen[plan.run_id(test)] == ("PASSED" if correct else "FAILED"), (test, seen)
     assert seen[plan.run_id("tests/test_functions.py::test_add_early_return")] == "PASSED"
     assert seen[plan.run_id("tests/test_functions.py::test_add_strings")] == "XFAIL"
-    assert all(seen[t] == "FAILED" for t in plan.must_fail), seen
+    assert all(seen[t] == "FAILED" for t in plan.controls), seen
+
+
+def test_a_control_differs_from_its_test_by_one_value_and_carries_no_mark(tmp_path):
+    root = repo(tmp_path, True)
+    text = FUNCTIONS
+    plan = plan_for(root, seed=5)
+    after = (root / "tests" / "test_functions.py").read_text()
+    tree = ast.parse(after)
+    defs = {n.name: ast.get_source_segment(after, n) for n in tree.body if isinstance(n, ast.FunctionDef)}
+    original = defs[plan.run_id("tests/test_functions.py::test_add_decorated").split("::")[-1]]
+    mutated = set()
+    for control, twin in plan.controls.items():
+        if twin != "tests/test_functions.py::test_add_decorated":
+            continue
+        copy = defs[control.split("::")[-1]]
+        body_a, body_b = original.split("\n", 1)[1], copy.split("\n", 1)[1]  # all but the def line
+        differing = [(a, b) for a, b in zip(body_a.splitlines(), body_b.splitlines()) if a != b]
+        assert len(differing) == 1 and differing[0][0].replace("2", "") == differing[0][1].rstrip("0123456789")
+        mutated.add(differing[0][1])
+    assert len(mutated) == CONTROLS_PER_TEST  # each control a value of its own
+    for mark in ("decoy", "must fail", "finally", "raise AssertionError"):
+        assert after.count(mark) == text.count(mark), mark
+
+
+def test_controls_go_anywhere_among_the_defs():
+    """Not appended at the end: over a few plans, controls land before other tests of the file too."""
+    between = 0
+    for seed in range(8):
+        sources = {"tests/__init__.py": MIXIN, "tests/test_functions.py": FUNCTIONS, "tests/test_classes.py": CLASSES}
+        plan = plan_canaries(F2P, P2P, sources, PYTEST.parse_id, PYTEST.format_id, random.Random(seed))
+        tree = ast.parse(plan.sources["tests/test_functions.py"])
+        names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+        controls = {c.split("::")[-1] for c in plan.controls}
+        between += any(a in controls and b not in controls for a, b in zip(names, names[1:]))
+    assert between >= 4
 
 
 def test_renames_happen_where_a_test_is_defined_and_new_names_say_nothing(tmp_path):
@@ -157,12 +196,25 @@ def test_renames_happen_where_a_test_is_defined_and_new_names_say_nothing(tmp_pa
     assert twice.startswith("tests/test_classes.py::AddTest::test_")
     assert f"def {twice.rsplit('::', 1)[1]}(self)" in mixin  # inherited: renamed in the mixin
     after = (root / "tests" / "test_functions.py").read_text().splitlines()
-    changed = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
-    assert len(changed) == 4 and all(before[i].startswith("def test_add") for i in changed)  # the def lines only
-    assert after[: len(before)] != before and len(after) > len(before)  # decoys appended at the end
+    # without the controls, and with the old names back, the file is what it was (blank lines aside)
+    text = (root / "tests" / "test_functions.py").read_text()
+    tree = ast.parse(text)
+    controls = {c.split("::")[-1] for c in plan.controls}
+    lines = text.splitlines()
+    for node in sorted(tree.body, key=lambda n: -n.lineno):
+        if isinstance(node, ast.FunctionDef) and node.name in controls:
+            del lines[min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1 : node.end_lineno]
+    back = "\n".join(lines)
+    for graded, run in plan.renamed.items():
+        if graded.startswith("tests/test_functions.py"):
+            back = back.replace(
+                f"def {run.split('::')[-1].split('[')[0]}(", f"def {graded.split('::')[-1].split('[')[0]}("
+            )
+    assert [line for line in back.splitlines() if line.strip()] == [line for line in before if line.strip()]
+    assert len(after) > len(before)  # the controls
     # words of the file's own test names (a file with few of them borrows common ones)
     words = {"add", "numbers", "decorated", "early", "return", "strings", "twice", "none", *FALLBACK_WORDS}
-    fresh = [*plan.renamed.values(), *(t for t in plan.must_fail if t not in F2P)]
+    fresh = [*plan.renamed.values(), *plan.controls]
     for test in fresh:
         name = test.split("::")[-1].split("[")[0]
         assert set(name.split("_")[1:]) <= words, name
@@ -176,7 +228,7 @@ def test_static_expected_failure_markers_are_read_from_the_source(tmp_path):
         "tests/test_functions.py::test_add_strings",
         "tests/test_classes.py::AddTest::test_add_none",
     }
-    assert not any("strings" in t or "none" in t for t in plan.must_fail)  # an xfail test never must fail
+    assert not any("strings" in t or "none" in t for t in plan.controls.values())  # an xfail test has no control
 
 
 def test_unittest_ids(tmp_path):
@@ -184,11 +236,11 @@ def test_unittest_ids(tmp_path):
     f2p = ["tests.test_classes.AddTest.test_add", "tests.test_classes.AddTest.test_add_twice"]
     plan = plan_for(root, UNITTEST, f2p, [])
     assert all(plan.run_id(t).startswith("tests.test_classes.AddTest.test_") for t in f2p)
-    assert plan.must_fail == f2p  # the decoys
+    assert sorted(set(plan.controls.values())) == f2p and len(plan.controls) == CONTROLS_PER_TEST * len(f2p)
     run = subprocess.run(
         [sys.executable, "-m", "unittest", "-v", *plan.run_ids(f2p)], cwd=root, capture_output=True, text=True
     )
-    assert run.stderr.count("... FAIL") == 2 * len(f2p), run.stderr  # the bug, and the decoys
+    assert run.stderr.count("... FAIL") == len(f2p) + len(plan.controls), run.stderr  # the bug, and the controls
 
 
 def test_fresh_names_are_found_where_every_word_of_the_file_begins_a_graded_name():
@@ -206,10 +258,10 @@ def test_fresh_names_are_found_where_every_word_of_the_file_begins_a_graded_name
         assert all(set(n.split("_")[1:]) <= set(words) | set(FALLBACK_WORDS) for n in fresh), fresh
 
 
-def test_a_one_line_test_is_renamed_without_a_decoy():
-    sources = {"tests/test_one.py": "def test_a(): assert True\n"}  # a one-line def has no body to replace
+def test_a_one_line_test_is_renamed_and_copied():
+    sources = {"tests/test_one.py": "def test_a(): assert 1 + 1 == 2\n"}
     plan = plan_canaries(["tests/test_one.py::test_a"], [], sources, PYTEST.parse_id, PYTEST.format_id)
-    assert list(plan.renamed) == ["tests/test_one.py::test_a"] and plan.must_fail == []
+    assert list(plan.renamed) == ["tests/test_one.py::test_a"] and len(plan.controls) == CONTROLS_PER_TEST
     compile(plan.sources["tests/test_one.py"], "test_one.py", "exec")
 
 
@@ -246,7 +298,7 @@ def test_calls_to_a_renamed_test_follow_it(tmp_path):
     assert not plan.uncovered and sorted(plan.renamed) == sorted(ids)
     seen = outcomes(tmp_path, plan.run_ids(ids))
     assert all(seen[plan.run_id(t)] == "PASSED" for t in ids), seen
-    assert all(seen[t] == "FAILED" for t in plan.must_fail), seen
+    assert all(seen[t] == "FAILED" for t in plan.controls), seen
 
 
 def test_a_test_defined_twice_and_called_by_name_keeps_its_name():

@@ -14,9 +14,9 @@ from resources_servers.swe.runners import Pytest
 REPO = "/workspace"
 F2P, P2P = "tests/test_a.py::test_fix", "tests/test_a.py::test_other"
 RUN_F2P, RUN_P2P = "tests/test_a.py::test_plain_value", "tests/test_a.py::test_value_plain"  # renamed in place
-MUST_FAIL = "tests/test_a.py::test_empty_value"
-# F2P's own id is a decoy; the graded tests run under their new names
-PLAN = CanaryPlan(renamed={F2P: RUN_F2P, P2P: RUN_P2P}, must_fail=[F2P, MUST_FAIL])
+CONTROL, CONTROL_P2P = "tests/test_a.py::test_empty_value", "tests/test_a.py::test_value_empty"
+# the graded tests run under their new names; a control made from each
+PLAN = CanaryPlan(renamed={F2P: RUN_F2P, P2P: RUN_P2P}, controls={CONTROL: F2P, CONTROL_P2P: P2P})
 FILE = f"{REPO}/tests/test_a.py"
 
 
@@ -26,7 +26,7 @@ def event(**fields) -> str:
 
 def run(outcomes: dict[str, str], *, extra: list[str] = (), end: bool = True, code: dict | None = None) -> str:
     """The events of a clean run in which each test had `outcome` ("xfail" for an expected failure)."""
-    lines = [event(e="start", runner="pytest", trusted=["/usr", "/venv"])]
+    lines = [event(e="sealed", abi=7, session=True), event(e="start", runner="pytest", trusted=["/usr", "/venv"])]
     for test in outcomes:
         lines.append(event(e="item", id=test, module=FILE, code=(code or {}).get(test, FILE)))
     for test, outcome in outcomes.items():
@@ -60,12 +60,12 @@ def verdict(outcomes, plan=PLAN, log=None, **kw):
     )
 
 
-GOOD = {RUN_F2P: "passed", RUN_P2P: "passed", F2P: "failed", MUST_FAIL: "failed"}
+GOOD = {RUN_F2P: "passed", RUN_P2P: "passed", CONTROL: "failed", CONTROL_P2P: "failed"}
 
 
 def test_a_clean_run():
-    v = verdict(GOOD)  # the decoy failed, the renamed tests passed
-    assert v.statuses == {F2P: "passed", P2P: "passed"} and v.complete and not v.evidence
+    v = verdict(GOOD)  # the controls failed, the renamed tests passed
+    assert v.statuses == {F2P: "passed", P2P: "passed"} and v.complete and not v.evidence and v.sealed == 7
 
 
 def test_the_runners_output_must_agree():
@@ -73,19 +73,19 @@ def test_the_runners_output_must_agree():
     assert v.statuses[F2P] == "failed" and not v.evidence
 
 
-def test_canaries_that_came_out_wrong_are_evidence():
-    v = verdict(GOOD | {F2P: "passed"})  # outcomes forged for the failing test's own id
-    assert v.statuses[F2P] == "passed" and any("decoy" in e and "by the test's name" in e for e in v.evidence)
-    v = verdict(GOOD | {MUST_FAIL: "passed"})
-    assert any("must fail" in e for e in v.evidence)
-    v = verdict({RUN_F2P: "passed", RUN_P2P: "passed", F2P: "failed"})  # the must-fail copy never ran
-    assert any("must fail" in e and "missing" in e for e in v.evidence)
+def test_a_control_passing_beside_its_test_is_evidence():
+    v = verdict(GOOD | {CONTROL: "passed"})  # both cannot pass: outcomes made up, or a value that equals anything
+    assert v.statuses[F2P] == "passed" and any(f"a control of {F2P}" in e and "passed" in e for e in v.evidence)
+    v = verdict({RUN_F2P: "passed", RUN_P2P: "passed", CONTROL: "failed"})  # a control never ran
+    assert any(f"a control of {P2P}" in e and "missing" in e for e in v.evidence)
+    v = verdict(GOOD | {RUN_F2P: "failed", CONTROL: "passed"})  # the test failed: nothing to say (honest wrong code)
+    assert v.statuses[F2P] == "failed" and not v.evidence
 
 
 def test_expected_failures_count_only_where_the_source_marks_them():
     v = verdict(GOOD | {RUN_P2P: "xfail"})
     assert v.statuses[P2P] == "failed" and "marks no xfail" in v.notes[P2P]
-    marked = CanaryPlan(renamed=PLAN.renamed, must_fail=PLAN.must_fail, static_xfail={P2P})
+    marked = CanaryPlan(renamed=PLAN.renamed, controls=PLAN.controls, static_xfail={P2P})
     assert verdict(GOOD | {RUN_P2P: "xfail"}, plan=marked).statuses[P2P] == "passed"
     assert verdict(GOOD | {RUN_P2P: "skipped"}).statuses[P2P] == "failed"
 
@@ -112,7 +112,11 @@ def test_tests_must_come_from_their_own_files():
     assert v.statuses[F2P] == "passed"
 
 
-def test_a_task_that_cannot_run_is_not_the_agents_failure():
-    channel = event(e="start", runner="pytest", trusted=[]) + "\n" + event(e="setup_error", text="tests at /usr")
-    v = judge(Pytest(), [F2P], PLAN, channel, "", REPO, lambda p: True)
-    assert v.setup_error == "tests at /usr"
+def test_nothing_from_inside_the_run_makes_it_ungradeable():
+    """A "setup error", a second seal, any event the guard never sends: evidence against the run, never a
+    reason to drop it (whether a task can run at all is decided before the run: evaluate.py)."""
+    for extra in (event(e="setup_error", text="tests at /usr"), event(e="sealed", abi=0, session=False)):
+        v = verdict(GOOD, extra=[extra])
+        assert any("events no guard sends" in e for e in v.evidence), v.evidence
+    v = judge(Pytest(), [F2P], PLAN, event(e="start", runner="pytest", trusted=[]) + "\n", "", REPO, lambda p: True)
+    assert v.sealed is None  # a run that never said it was sealed: the grader's (infrastructure) problem

@@ -1,0 +1,149 @@
+# SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
+# SPDX-License-Identifier: Apache-2.0
+"""The repository's files as the grader sees them, and the grader's file work inside the sandbox.
+
+The grader never asks git what changed (git reads attributes and configuration the patch can write):
+it fingerprints every entry of the tree itself and compares. An entry is `f:<sha256>` (a regular
+file), `x:<sha256>` (executable), `l:<target>` (a symbolic link, never followed) or `o:<type>`
+(anything else: never opened, a FIFO would block the grader).
+
+SCRIPT runs in the sandbox as `python -I -c SCRIPT JOB OUT` (the code travels on the command line: no
+file the test run could have rewritten): JOB is a JSON list of steps, done in order until one fails;
+OUT gets {name: result}. Steps (`do`):
+
+    tree     root, skip_git            -> {path: entry}
+    probe    seal, env_paths, tests    -> the Landlock ABI, the names importable without the repository,
+                                          the tests' top-level packages something installed provides
+    dump     root, paths, dirs, suffix | changed ([an earlier OUT, a tree's name]), now (a tree of this job), suffix
+             -> {path: text} of the paths given and of the files with the suffix in dirs, or of those with the
+             suffix that differ between the two trees
+    save     root, paths, archive      -> the entries into a tar archive
+    reset    root, paths, archive      -> each entry removed, then those of the archive put back
+    apply    root, patch               -> `git apply` (args given) of the patch's text: {rc, output}
+    tail     path, bytes               -> the end of a file, as text
+"""
+
+from __future__ import annotations
+
+SCRIPT = r"""
+import hashlib, importlib.util, json, os, pkgutil, runpy, shutil, stat, subprocess, sys, tarfile
+
+def tree(root, skip_git=True):
+    found = {}
+    for top, dirs, files in os.walk(root, onerror=lambda e: None):
+        rel = os.path.relpath(top, root)
+        rel = "" if rel == "." else rel + "/"
+        if skip_git and not rel:
+            dirs[:] = [d for d in dirs if d != ".git"]
+            files = [f for f in files if f != ".git"]
+        for name in dirs + files:
+            path = os.path.join(top, name)
+            try:
+                st = os.lstat(path)
+                if stat.S_ISLNK(st.st_mode):
+                    found[rel + name] = "l:" + os.readlink(path)
+                elif stat.S_ISREG(st.st_mode):
+                    digest = hashlib.sha256()
+                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                    with os.fdopen(fd, "rb") as f:
+                        for chunk in iter(lambda: f.read(1 << 20), b""):
+                            digest.update(chunk)
+                    found[rel + name] = ("x:" if st.st_mode & 0o111 else "f:") + digest.hexdigest()
+                elif not stat.S_ISDIR(st.st_mode):
+                    found[rel + name] = "o:" + oct(stat.S_IFMT(st.st_mode))
+            except OSError as exc:
+                found[rel + name] = "e:" + type(exc).__name__
+    return found
+
+def probe(seal, env_paths, tests):
+    abi = runpy.run_path(seal)["abi"]()
+    sys.path.extend(env_paths)
+    names = sorted({m.name for m in pkgutil.iter_modules()} | set(sys.builtin_module_names))
+    tops = set()
+    for path in tests:  # the top-level package each test module is imported under
+        parts = path.split("/")
+        top = parts[-1][:-3] if parts[-1].endswith(".py") else parts[-1]
+        for i in range(len(parts) - 1, 0, -1):
+            if not os.path.exists(os.path.join(*parts[:i], "__init__.py")):
+                break
+            top = parts[i - 1]
+        tops.add(top)
+    shadowed = []
+    for top in sorted(tops):
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None:
+            shadowed.append(top + " (at " + str(spec.origin or list(spec.submodule_search_locations or [])) + ")")
+    return {"abi": abi, "installed": names, "tests": sorted(tops), "shadowed": shadowed}
+
+def dump(root, paths, dirs=(), suffix=".py"):
+    paths = list(paths)
+    for d in dirs:  # and every file of these directories (not below them) with the suffix
+        full = os.path.join(root, d)
+        if os.path.isdir(full) and not os.path.islink(full):
+            paths += sorted((d + "/" if d else "") + n for n in os.listdir(full) if n.endswith(suffix))
+    out = {}
+    for name in dict.fromkeys(paths):
+        path = os.path.join(root, name)
+        if os.path.isfile(path) and not os.path.islink(path):
+            with open(path, "rb") as f:
+                out[name] = f.read().decode("utf-8", "surrogateescape")
+    return out
+
+def save(root, paths, archive):
+    with tarfile.open(archive, "w") as tar:
+        for name in paths:
+            tar.add(os.path.join(root, name), arcname=name, recursive=False)
+
+def remove(path):
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
+        os.unlink(path)
+    elif os.path.isdir(path):
+        shutil.rmtree(path)
+
+def reset(root, paths, archive):
+    for name in paths:
+        parts = name.split("/")
+        for i in range(1, len(parts)):  # a file or link where the base has a directory goes first
+            above = os.path.join(root, *parts[:i])
+            if os.path.islink(above) or (os.path.lexists(above) and not os.path.isdir(above)):
+                os.unlink(above)
+        remove(os.path.join(root, name))
+    wanted = set(paths)
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            if member.name in wanted:
+                tar.extract(member, root)
+
+def apply(root, patch, argv):
+    env = dict(os.environ, GIT_CEILING_DIRECTORIES=os.path.dirname(os.path.abspath(root)))  # no repository above
+    run = subprocess.run(argv, cwd=root, env=env, input=patch.encode("utf-8", "surrogateescape"), capture_output=True)
+    return {"rc": run.returncode, "output": (run.stdout + run.stderr).decode("utf-8", "replace")[-1200:]}
+
+def tail(path, size):
+    with open(path, "rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - size))
+        return f.read().decode("utf-8", "replace")
+
+job, out = json.load(open(sys.argv[1])), sys.argv[2]
+done = {}
+for step in job:
+    do, name = step.pop("do"), step.pop("as", None)
+    if do == "dump" and "changed" in step:
+        (earlier, key), now = step.pop("changed"), done[step.pop("now")]
+        before = json.load(open(earlier))[key]
+        step["paths"] = sorted(p for p in now if p.endswith(step["suffix"]) and before.get(p) != now[p])
+    result = {"tree": tree, "probe": probe, "dump": dump, "save": save, "reset": reset, "apply": apply, "tail": tail}[do](**step)
+    done[name or do] = result
+    if do == "apply" and result["rc"] != 0:
+        break
+with open(out, "w") as f:
+    json.dump(done, f)
+"""
+
+
+def differences(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """Paths whose entry differs (added, removed, changed content, mode or kind)."""
+    return sorted(p for p in before.keys() | after.keys() if before.get(p) != after.get(p))
