@@ -47,6 +47,9 @@ from resources_servers.swe.repos import (
 class SweResourcesServerConfig(SandboxResourcesServerConfig):
     repo_cache_dir: str = "data/swe/cache"  # relative to the repository root
     eval_timeout_s: float = 600.0
+    # Refuse to grade (an eval error, decided before the run) where the kernel cannot seal a test run with
+    # Landlock ABI 6 (signal scoping). Off: such runs are graded with what the kernel has (`sealed` in the result).
+    require_sealed_run: bool = False
 
 
 class SweTask(SeedSessionRequest):
@@ -84,7 +87,9 @@ class SweVerifyResponse(SandboxVerifyResponse):
     dropped: dict[str, str] = Field(default_factory=dict)  # path -> why that part of the patch was not applied
     test_files_dropped: list[str] = Field(default_factory=list)  # the dropped paths
     tool_config: list[str] = Field(default_factory=list)  # files that configure tools via HOME: never read
-    canaries: dict[str, Any] = Field(default_factory=dict)  # renamed tests, must-fail tests, uncovered ids
+    canaries: dict[str, Any] = Field(default_factory=dict)  # renamed tests, controls, uncovered ids
+    screened: list[str] = Field(default_factory=list)  # what the static screen found in the patch's code
+    sealed: int | None = None  # the Landlock ABI the test run was sealed with (0: none on this kernel)
     test_notes: dict[str, str] = Field(default_factory=dict)  # test id -> why its outcome was not a pass
 
 
@@ -117,7 +122,16 @@ class SweResourcesServer(SandboxResourcesServer):
         except RepoPrepError as exc:  # the task's repository cannot be built: the eval machinery failed
             raise VerifierError(str(exc)) from exc
         spec, timeout = self.config.sandbox, self.config.eval_timeout_s
-        return await evaluate_patch(body, patch, spec, repo_dir, timeout, test_env=test_env, backends=self.backends)
+        return await evaluate_patch(
+            body,
+            patch,
+            spec,
+            repo_dir,
+            timeout,
+            test_env=test_env,
+            backends=self.backends,
+            require_sealed=self.config.require_sealed_run,
+        )
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@ is applied); what changed is decided by fingerprints (tree.py), never by git.
 The test run (`run_sealed`): one bash that opens the event channel (a FIFO read by `cat`, whose output
 is the grader's terminal, read outside the sandbox as it comes), starts the runner's command under the
 seal (guard/prorl_seal.py: its own session, Landlock), with stdin from /dev/null and no descriptor of
-the terminal; when the command ends it kills every process the run left (all but pid 1, the shells
-joined from outside and itself), waits for `cat` to drain the channel, and says the command's status
-last. Nothing of the run can write to the terminal but through the channel.
+the terminal; when the command ends it kills every process that did not exist before the run (all but
+pid 1, the grader's shells and itself), waits for `cat` to drain the channel, and says the command's
+status last. Nothing of the run can write to the terminal but through the channel.
 """
 
 from __future__ import annotations
@@ -40,13 +40,14 @@ GIT = (
     "-c core.attributesFile=/dev/null -c core.untrackedCache=false -c core.autocrlf=false"
 )
 DIFF_OPTS = "--no-color --no-ext-diff --no-textconv --no-renames --src-prefix=a/ --dst-prefix=b/"
-# Every process of the sandbox but pid 1, the shells joined from outside (their parent is outside the pid
-# namespace: PPid 0) and those in $spare; again until none is left.
+# Every process of the sandbox that did not exist before the run (`spare`: pid 1, the grader's shells,
+# the channel's reader, this step's bash: none of them can be signalled by a sealed run, so none can be
+# replaced by one of its processes under a recycled pid), however it detached; again until none is left.
+SNAPSHOT = 'spare=""; for d in /proc/[0-9]*; do spare="$spare ${d#/proc/}"; done'
 END_STRAYS = (
-    'for round in 1 2 3 4 5 6 7 8; do left=0; for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; '
-    'case " $spare " in *" $p "*) continue;; esac; '
-    'while read -r k v; do if [ "$k" = PPid: ]; then [ "$v" = 0 ] || { kill -9 "$p" 2>/dev/null; left=1; }; break; fi; '
-    'done 2>/dev/null < "$d/status"; done; [ $left = 0 ] && break; done'
+    "for round in 1 2 3 4 5 6 7 8; do left=0; for d in /proc/[0-9]*; do p=${d#/proc/}; "
+    'case " $spare " in *" $p "*) continue;; esac; kill -9 "$p" 2>/dev/null && left=1; done; '
+    "[ $left = 0 ] && break; done"
 )
 # The scratch space the run filled (a full /tmp would fail the grader's next steps): everything in /tmp and
 # /dev/shm but the grader's own directory, and in it everything but the log and HOME.
@@ -58,13 +59,11 @@ CHANNEL = f"{WORK}/channel"
 RUN = (  # the grader's files go first: the run sees nothing of the graded base but the tree (no test sources, no diff)
     f"find {WORK} -mindepth 1 -maxdepth 1 ! -name guard ! -name home -exec rm -rf {{{{}}}} + && "
     "cd {repo} && {activate} && rm -f {channel} && mkfifo -m 600 {channel} && "
-    "{{ /bin/cat {channel} & }} && catpid=$! && exec 4>{channel} && rm -f {channel} && "
+    "{{ /bin/cat {channel} & }} && catpid=$! && exec 4>{channel} && rm -f {channel} && {snapshot} && "
     '/usr/bin/env -i PATH="$PATH" HOME={home} LANG=C.UTF-8 TMPDIR=/tmp PYTHONDONTWRITEBYTECODE=1 '
     "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONPATH={children} "
     "/usr/bin/timeout -k 5 {limit} python -I -B {seal} --events-fd 3 --write /tmp --write /dev/shm -- {command} "
-    '3>&4 4>&- >{log} 2>&1 </dev/null; rc=$?; exec 4>&-; spare="$$ $catpid"; '
-    + END_STRAYS.replace("{", "{{").replace("}", "}}")
-    + "; "
+    "3>&4 4>&- >{log} 2>&1 </dev/null; rc=$?; exec 4>&-; {end_strays}; "
     'wait $catpid; echo "@grader rc=$rc"'
 )
 
@@ -108,7 +107,8 @@ async def run_sealed(
     sb: SandboxAPI, repo: str, activate: str, command: str, children: str, limit: int
 ) -> tuple[str, int | None, str | None]:
     """The test run (see the module docstring): (what came on the channel, the command's status or None if
-    the grader's run step did not finish, what went wrong with the step itself if anything did)."""
+    the grader's run step did not finish, what went wrong with the step itself if anything did). Strays
+    are ended only in a sandbox with its own pid namespace (an unisolated one sees the host's processes)."""
     script = RUN.format(
         repo=shlex.quote(repo),
         activate=activate or "true",
@@ -119,6 +119,8 @@ async def run_sealed(
         seal=SEAL,
         command=command,
         log=LOG,
+        snapshot=SNAPSHOT if sb.own_pid_namespace else "true",
+        end_strays=END_STRAYS if sb.own_pid_namespace else "true",
     )
     clean = CLEAN.format(path='"$PATH"')
     result = await sb.bash(f"{clean} /bin/bash --noprofile --norc -c {shlex.quote(script)}", timeout=limit + 90)

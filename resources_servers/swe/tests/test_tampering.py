@@ -482,7 +482,11 @@ def in_process_routes() -> dict:
             ("did not pass", "comes from", "a control of"),
         ),
         # sealed: the run can signal nothing outside itself (the kill hits its own children, never the grader)
-        "every_process_killed": (toolz, KILL_EVERYTHING, ("did not pass", "did not complete", "ended the grader's shell")),
+        "every_process_killed": (
+            toolz,
+            KILL_EVERYTHING,
+            ("did not pass", "did not complete", "ended the grader's shell"),
+        ),
         "scratch_space_filled": (toolz, FILL_THE_DISK, ()),
         "test_file_rewritten_by_a_process_left_behind": (
             toolz,

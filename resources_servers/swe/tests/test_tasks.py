@@ -262,26 +262,56 @@ def test_image_rows():
     assert spec.backend.disk_copies == ("/testbed",)  # Apptainer: the root-owned repository copied to disk
 
 
+# An image's repository as images have been seen to keep it: the future (the fix) in its object store under
+# every name git has for it (branch, tag, remote, stash, notes, reflog, ORIG_HEAD, FETCH_HEAD, a kept pack,
+# a commit-graph, objects borrowed through alternates), HEAD reset to the base.
+FUTURE_REPO = """set -e
+export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@b GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@b
+mkdir -p /workspace/elsewhere && git init -q --bare /workspace/elsewhere
+mkdir -p /workspace/testbed && cd /workspace/testbed && git init -q
+c() { git commit -q --allow-empty -m "$1"; }
+echo 'def f(): return 1' > m.py && git add m.py && c old
+echo 'def f(): return 2' > m.py && git add m.py && c base && base=$(git rev-parse HEAD)
+git tag v1
+echo 'THE_FIX = 42' > fix.py && git add fix.py && c future && future=$(git rev-parse HEAD)
+git tag v2 && git branch later && git notes add -m 'see the fix' HEAD
+git remote add origin https://example.invalid/x.git && git update-ref refs/remotes/origin/main HEAD
+echo 'stashed = 1' > m.py && git stash -q
+git pack-refs --all && git repack -a -d -q && touch .git/objects/pack/$(ls .git/objects/pack | grep pack$ | head -1 | sed 's/pack$/keep/')
+git commit-graph write --reachable 2>/dev/null || true
+git push -q /workspace/elsewhere later:refs/heads/later
+echo /workspace/elsewhere/objects > .git/objects/info/alternates
+git reset -q --hard $base && git update-ref ORIG_HEAD $future && echo "$future branch 'later' of x" > .git/FETCH_HEAD
+touch built.so && echo "$base $future $(git rev-parse $future:fix.py)"
+"""
+
+
 async def test_image_repository_history_is_scrubbed(sandbox_root):
-    """An image's repository (here built in the workspace) keeps no way to later commits."""
-    setup = (
-        "set -e; mkdir -p /workspace/testbed && cd /workspace/testbed && git init -q && "
-        'c() { git -c user.name=a -c user.email=a@b commit -q --allow-empty -m "$1"; }; '
-        "c old && c base && base=$(git rev-parse HEAD) && git tag v1 && c future && git tag v2 && git branch later && "
-        "git remote add origin https://example.invalid/x.git && git update-ref refs/remotes/origin/main HEAD && "
-        "git stash list && git reset -q --hard $base && touch built.so && echo $base"
-    )
+    """An image's repository keeps only what base_commit reaches: no later commit, tree or blob however it
+    was stored, no ref, reflog or leftover head that names one (issue 37, class H)."""
     async with await create_sandbox(SandboxSpec(root_dir=sandbox_root)) as sb:
-        base = (await sb.bash(f"bash -c {shlex.quote(setup)}")).output.strip().splitlines()[-1]
+        made = await sb.bash(f"bash -c {shlex.quote(FUTURE_REPO)}", timeout=120)
+        base, future, blob = made.output.strip().splitlines()[-1].split()
         row = {
             "instance_id": "x",
             "base_commit": base,
             "environment": {"image": "docker://x", "repo_path": "/workspace/testbed"},
         }
+        seen = (await sb.bash(f"cd /workspace/testbed && git cat-file -e {blob} && echo BEFORE")).output
+        assert "BEFORE" in seen  # the fix is in the store
         assert await stage_repo(sb, row) == "/workspace/testbed"
-        out = (
-            await sb.bash(
-                "pwd; git log --all --format=%s | sort | tr '\\n' ' '; git remote; git tag; git status --porcelain"
-            )
-        ).output
-    assert out.split() == ["/workspace/testbed", "base", "old", "v1"], out
+        checks = {
+            "log": "git log --all --format=%s | sort | tr '\\n' ' '",
+            "names": "git remote; git tag; git stash list; git notes list 2>/dev/null; ls .git | grep -E '_HEAD|^logs$' ; true",
+            "future": f"git cat-file -e {future} 2>/dev/null && echo HAS_FUTURE; git cat-file -e {blob} 2>/dev/null && echo HAS_FIX; true",
+            "stored": "git cat-file --batch-all-objects --batch-check='%(objectname)' | sort > /tmp/all && "
+            "git rev-list --objects --all --indexed-objects | cut -d' ' -f1 | sort -u > /tmp/reach && comm -23 /tmp/all /tmp/reach | wc -l",
+            "unreachable": "git fsck --unreachable --no-reflogs 2>/dev/null | wc -l",
+            "borrowed": "cat .git/objects/info/alternates 2>/dev/null; ls .git/objects/pack | grep -v -E '\\.(pack|idx)$'; true",
+            "status": "pwd; git status --porcelain",
+        }
+        out = {name: (await sb.bash(f"cd /workspace/testbed && {cmd}")).output.strip() for name, cmd in checks.items()}
+    assert out["log"].split() == ["base", "old"], out
+    assert out["names"] == "" and out["future"] == "" and out["borrowed"] == "", out
+    assert out["stored"] == "0" and out["unreachable"] == "0", out
+    assert out["status"] == "/workspace/testbed", out  # clean; the image's build artifact excluded
