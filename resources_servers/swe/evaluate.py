@@ -63,16 +63,14 @@ from resources_servers.swe.screen import screen
 from resources_servers.swe.steps import (
     CLEAN,
     DIFF_OPTS,
-    FREE_SCRATCH,
     GIT,
     GUARD_DIR,
     HOME,
-    LOG,
+    LOG_TAIL,
     SEAL,
     SYSTEM_PATH,
     WORK,
     job,
-    out_of,
     run_sealed,
     sh,
 )
@@ -81,7 +79,7 @@ from resources_servers.swe.tree import differences
 MAX_LOG = 4 << 20
 CHANNEL_LIMIT = 8 << 20  # the test run's events, on the grader's terminal
 MAX_SOURCES = 200  # test modules read for the canaries (the graded files and their directories)
-PRISTINE = f"{WORK}/pristine.tar"
+KEPT = ".git/kept"  # the graded base, hard-linked: in the repository's file system, where no patch writes
 APPLY = [*shlex.split(GIT), "apply", "--whitespace=nowarn", "-"]  # git alone: no GNU patch for what git refuses
 log = logging.getLogger(__name__)
 
@@ -167,13 +165,11 @@ async def evaluate_patch(
     async with await create_sandbox(eval_spec, backends=backends) as sb:
         repo = await _stage(sb, row, env, repo_dir, grading.test_patch)
         act, env_path = env.activate, f"{ENV_MOUNT}/site-packages" if test_env is not None else ""
-        first_job = [
-            {"do": "tree", "root": repo, "as": "base"},
-            {"do": "probe", "seal": SEAL, "env_paths": [env_path] if env_path else [], "tests": grading.test_files},
-            {"do": "dump", "root": repo, "paths": grading.test_files, "dirs": _test_dirs(grading), "as": "sources"},
-        ]
-        staged = await job(sb, act, "staged", first_job)
-        base, found = staged["base"], staged["probe"]
+        # One process for all of it: new modules' names are judged from the tree afterwards (step 5).
+        kept = plan_patch(patch, grading.task_files, ImportNames(grading.roots, existing=None)).kept
+        touched = sorted({p for s in split_patch(kept) for p in s.paths if p.endswith(".py")})
+        done = await job(sb, act, "applied", _first_job(repo, grading, env_path, touched, kept))
+        base, found = done["base"], done["probe"]
         if found["shadowed"]:
             raise VerifierError(f"the tests' package is also installed: {', '.join(found['shadowed'])}")
         if require_sealed and found["abi"] < 6:
@@ -185,40 +181,27 @@ async def evaluate_patch(
         fields |= _dropped(plan)
         if not plan.kept.strip():
             return fields | {"reward": 0.0, "patch_applied": False, "reason": KEPT_NOTHING}
-        touched = sorted({p for s in split_patch(plan.kept) for p in s.paths if p.endswith(".py") and p in base})
-        applied = await job(
-            sb,
-            act,
-            "applied",
-            [
-                {"do": "save", "root": repo, "paths": _keep(grading, base), "archive": PRISTINE},
-                {"do": "dump", "root": repo, "paths": touched, "as": "before"},
-                {"do": "apply", "root": repo, "patch": plan.kept, "argv": APPLY},
-                {"do": "tree", "root": repo, "as": "after"},
-                {"do": "dump", "root": repo, "changed": [out_of("staged"), "base"], "now": "after", "suffix": ".py"},
-            ],
-        )
-        if applied["apply"]["rc"] != 0:
+        if done["apply"]["rc"] != 0:
             return fields | {
                 "reward": 0.0,
                 "patch_applied": False,
                 "reason": NOT_APPLIED,
-                "apply_output": applied["apply"]["output"],
+                "apply_output": done["apply"]["output"],
             }
         fields |= {"patch_applied": True, "apply_method": "git apply"}
-        patched, reset_paths = await _put_back(sb, repo, act, grading, names, base, applied["after"])
+        patched, reset_paths = await _put_back(sb, repo, act, grading, names, base, done["after"])
         fields["test_files_reset"] = reset_paths
         if patched is None:
             return fields | {"reward": 0.0, "reason": "the patch's changes to protected files could not be undone"}
         code = {
-            p: (applied["before"].get(p), text)
-            for p, text in applied["dump"].items()
+            p: (done["before"].get(p), text)
+            for p, text in done["dump"].items()
             if _screened(p, grading, base, patched)
         }
         if screen_code and (findings := await asyncio.to_thread(screen, code)):
             return fields | {"reward": 0.0, "reason": f"refused: {findings[0]}", "screened": findings[:20]}
         try:
-            canaries = await asyncio.to_thread(_plan_canaries, grading, patched, staged["sources"])
+            canaries = await asyncio.to_thread(_plan_canaries, grading, patched, done["sources"])
         except Exception as exc:  # noqa: BLE001 - whatever the planner hit, the patch scores 0, never a 500
             log.warning("canary planner failed on %s: %r", field(row, "instance_id"), exc)
             return fields | {"reward": 0.0, "reason": f"the grader could not place its controls: {exc!r}"}
@@ -238,12 +221,13 @@ async def evaluate_patch(
         )
         if verdict.sealed != found["abi"]:  # said before any code of the patch ran: the machine's doing
             raise SandboxError(f"the run was sealed with Landlock ABI {verdict.sealed}; the probe said {found['abi']}")
-        try:
-            ended = await job(sb, act, "ended", [{"do": "tree", "root": repo, "skip_git": False, "as": "tree"}])
-            written = differences(ready, ended["tree"])
-            verdict.evidence += [f"{p} was written while the tests ran" for p in written[:20]]
-        except SandboxError as exc:
-            verdict.evidence.append(f"the repository could not be read after the run: {exc}")
+        if not found["abi"]:  # sealed, the repository was read-only for the whole run: nothing to compare
+            try:
+                ended = await job(sb, act, "ended", [{"do": "tree", "root": repo, "skip_git": False, "as": "tree"}])
+                written = differences(ready, ended["tree"])
+                verdict.evidence += [f"{p} was written while the tests ran" for p in written[:20]]
+            except SandboxError as exc:
+                verdict.evidence.append(f"the repository could not be read after the run: {exc}")
     return fields | {"test_runner": grading.runner.name} | score(grading, verdict, log_text, timed_out, started)
 
 
@@ -297,9 +281,20 @@ async def _stage(sb: SandboxAPI, row: Any, env: RepoEnv, repo_dir: Path | None, 
     return repo
 
 
-def _keep(grading: Grading, base: dict[str, str]) -> list[str]:
-    """What the pristine archive holds: every protected file and every link of the graded base."""
-    return sorted(p for p, entry in base.items() if grading.protected(p) or entry.startswith("l:"))
+def _first_job(repo: str, grading: Grading, env_path: str, touched: list[str], patch: str) -> list[dict]:
+    """The graded base fingerprinted, the probe, the test sources, the base kept (hard links under .git/:
+    where no patch can write), the code the patch touches as it was, the patch applied, the tree again,
+    the code it changed as it is now."""
+    return [
+        {"do": "tree", "root": repo, "as": "base"},
+        {"do": "probe", "seal": SEAL, "env_paths": [env_path] if env_path else [], "tests": grading.test_files},
+        {"do": "dump", "root": repo, "paths": grading.test_files, "dirs": _test_dirs(grading), "as": "sources"},
+        {"do": "keep", "root": repo, "tree": "base", "into": f"{repo}/{KEPT}"},
+        {"do": "dump", "root": repo, "paths": touched, "as": "before"},
+        {"do": "apply", "root": repo, "patch": patch, "argv": APPLY},
+        {"do": "tree", "root": repo, "as": "after"},
+        {"do": "dump", "root": repo, "changed": ["base", "after"], "suffix": ".py"},
+    ]
 
 
 def _must_reset(path: str, base: dict[str, str], now: dict[str, str], grading: Grading, names: ImportNames) -> bool:
@@ -325,7 +320,7 @@ async def _put_back(
     if not wrong:
         return now, []
     steps = [
-        {"do": "reset", "root": repo, "paths": wrong, "archive": PRISTINE},
+        {"do": "reset", "root": repo, "paths": wrong, "kept": f"{repo}/{KEPT}"},
         {"do": "tree", "root": repo, "as": "now"},
     ]
     try:
@@ -393,12 +388,12 @@ async def _run_tests(
     env_paths = [env_path] if env_path else []
     ids = sorted(dict.fromkeys(canaries.run_ids(grading.test_ids)))  # an order that says nothing (names are random)
     command = runner.command(f"{GUARD_DIR}/{runner.guard}", ids, roots, env_paths, changed)
-    channel, rc, trouble = await run_sealed(sb, repo, env.activate, command, ":".join([*roots, *env_paths]), timeout_s)
+    channel, rc, trouble = await run_sealed(
+        sb, repo, env.activate, command, ":".join([*roots, *env_paths]), timeout_s, MAX_LOG
+    )
     log_text, problems = "", [trouble] if trouble else []
     try:
-        await sh(sb, FREE_SCRATCH, timeout=120)
-        await sh(sb, f"tail -c {MAX_LOG} {LOG} > {WORK}/tests.tail", timeout=60)
-        log_text = (await sb.read_bytes(f"{WORK}/tests.tail")).decode(errors="replace")
+        log_text = (await sb.read_bytes(LOG_TAIL)).decode(errors="replace")
     except (SandboxError, OSError) as exc:
         problems.append(f"the grader could not read the run's log: {exc}")
     verdict = judge(runner, grading.test_ids, canaries, channel, log_text, repo, grading.protected)

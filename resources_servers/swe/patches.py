@@ -217,11 +217,15 @@ class ImportNames:
     roots: tuple[str, ...]  # import roots inside the repository ("" for the repository itself, "src", ...)
     installed: frozenset[str] = frozenset()  # top-level names in the sandbox's site-packages and the task env
     tests: frozenset[str] = frozenset()  # the tests' own top-level packages or modules
-    existing: frozenset[str] = frozenset()  # top-level entries of each root in the graded base ("src/pkg")
+    # top-level entries of each root in the graded base ("src/pkg"); None: not known yet (nothing is shadowed
+    # until it is: the grader decides again from the tree after applying)
+    existing: frozenset[str] | None = frozenset()
 
     def shadowed(self, path: str) -> str | None:
         """What a new file at `path` would shadow, if anything (a top-level entry the base already has
         is the project's own: editing or extending it shadows nothing new)."""
+        if self.existing is None:
+            return None
         for root in self.roots:
             prefix = f"{root}/" if root else ""
             if not path.startswith(prefix):

@@ -12,8 +12,8 @@ The test run (`run_sealed`): one bash that opens the event channel (a FIFO read 
 is the grader's terminal, read outside the sandbox as it comes), starts the runner's command under the
 seal (guard/prorl_seal.py: its own session, Landlock), with stdin from /dev/null and no descriptor of
 the terminal; when the command ends it kills every process that did not exist before the run (all but
-pid 1, the grader's shells and itself), waits for `cat` to drain the channel, and says the command's
-status last. Nothing of the run can write to the terminal but through the channel.
+pid 1, the grader's shells and itself), waits for `cat` to drain the channel, frees the scratch space
+the run filled, keeps the end of its log, and says the command's status last. Nothing of the run can write to the terminal but through the channel.
 """
 
 from __future__ import annotations
@@ -58,14 +58,16 @@ FREE_SCRATCH = (
 CHANNEL = f"{WORK}/channel"
 RUN = (  # the grader's files go first: the run sees nothing of the graded base but the tree (no test sources, no diff)
     f"find {WORK} -mindepth 1 -maxdepth 1 ! -name guard ! -name home -exec rm -rf {{{{}}}} + && "
-    "cd {repo} && {activate} && rm -f {channel} && mkfifo -m 600 {channel} && "
+    "cd {repo} && rm -rf .git && {activate} && rm -f {channel} && mkfifo -m 600 {channel} && "
     "{{ /bin/cat {channel} & }} && catpid=$! && exec 4>{channel} && rm -f {channel} && {snapshot} && "
     '/usr/bin/env -i PATH="$PATH" HOME={home} LANG=C.UTF-8 TMPDIR=/tmp PYTHONDONTWRITEBYTECODE=1 '
     "PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONPATH={children} "
     "/usr/bin/timeout -k 5 {limit} python -I -B {seal} --events-fd 3 --write /tmp --write /dev/shm -- {command} "
     "3>&4 4>&- >{log} 2>&1 </dev/null; rc=$?; exec 4>&-; {end_strays}; "
-    'wait $catpid; echo "@grader rc=$rc"'
+    "wait $catpid; {free_scratch}; tail -c {log_bytes} {log} > {tail} 2>/dev/null; "
+    'echo "@grader rc=$rc"'
 )
+LOG_TAIL = f"{WORK}/tests.tail"  # the end of the runner's own log, after the run
 
 
 async def sh(sb: SandboxAPI, script: str, timeout: float = 120.0, activate: str = "") -> tuple[int | None, str]:
@@ -98,13 +100,8 @@ async def job(sb: SandboxAPI, activate: str, name: str, steps: list[dict[str, An
     return json.loads(await sb.read_bytes(out))
 
 
-def out_of(name: str) -> str:
-    """Where job `name` left its results."""
-    return f"{WORK}/{name}.out"
-
-
 async def run_sealed(
-    sb: SandboxAPI, repo: str, activate: str, command: str, children: str, limit: int
+    sb: SandboxAPI, repo: str, activate: str, command: str, children: str, limit: int, log_bytes: int
 ) -> tuple[str, int | None, str | None]:
     """The test run (see the module docstring): (what came on the channel, the command's status or None if
     the grader's run step did not finish, what went wrong with the step itself if anything did). Strays
@@ -119,6 +116,9 @@ async def run_sealed(
         seal=SEAL,
         command=command,
         log=LOG,
+        free_scratch=FREE_SCRATCH,
+        log_bytes=log_bytes,
+        tail=LOG_TAIL,
         snapshot=SNAPSHOT if sb.own_pid_namespace else "true",
         end_strays=END_STRAYS if sb.own_pid_namespace else "true",
     )

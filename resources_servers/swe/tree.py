@@ -14,11 +14,11 @@ OUT gets {name: result}. Steps (`do`):
     tree     root, skip_git            -> {path: entry}
     probe    seal, env_paths, tests    -> the Landlock ABI, the names importable without the repository,
                                           the tests' top-level packages something installed provides
-    dump     root, paths, dirs, suffix | changed ([an earlier OUT, a tree's name]), now (a tree of this job), suffix
+    dump     root, paths, dirs, suffix | changed (two trees of this job), suffix
              -> {path: text} of the paths given and of the files with the suffix in dirs, or of those with the
              suffix that differ between the two trees
-    save     root, paths, archive      -> the entries into a tar archive
-    reset    root, paths, archive      -> each entry removed, then those of the archive put back
+    keep     root, tree (of this job), into  -> the tree's files hard-linked into a directory
+    reset    root, paths, kept         -> each entry removed, then what `kept` has of it put back
     apply    root, patch               -> `git apply` (args given) of the patch's text: {rc, output}
     tail     path, bytes               -> the end of a file, as text
 """
@@ -26,7 +26,7 @@ OUT gets {name: result}. Steps (`do`):
 from __future__ import annotations
 
 SCRIPT = r"""
-import hashlib, importlib.util, json, os, pkgutil, runpy, shutil, stat, subprocess, sys, tarfile
+import hashlib, importlib.util, json, os, pkgutil, runpy, shutil, stat, subprocess, sys
 
 def tree(root, skip_git=True):
     found = {}
@@ -92,10 +92,16 @@ def dump(root, paths, dirs=(), suffix=".py"):
                 out[name] = f.read().decode("utf-8", "surrogateescape")
     return out
 
-def save(root, paths, archive):
-    with tarfile.open(archive, "w") as tar:
-        for name in paths:
-            tar.add(os.path.join(root, name), arcname=name, recursive=False)
+def keep(root, entries, into):
+    # the tree's files hard-linked into `into` (no copy: git apply writes new files, never into these)
+    for name, entry in entries.items():
+        target = os.path.join(into, name)
+        if entry[:2] in ("f:", "x:", "l:"):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+        if entry[:2] in ("f:", "x:"):
+            os.link(os.path.join(root, name), target)
+        elif entry.startswith("l:"):
+            os.symlink(entry[2:], target)
 
 def remove(path):
     if os.path.islink(path) or (os.path.lexists(path) and not os.path.isdir(path)):
@@ -103,19 +109,21 @@ def remove(path):
     elif os.path.isdir(path):
         shutil.rmtree(path)
 
-def reset(root, paths, archive):
+def reset(root, paths, kept):
     for name in paths:
         parts = name.split("/")
         for i in range(1, len(parts)):  # a file or link where the base has a directory goes first
             above = os.path.join(root, *parts[:i])
             if os.path.islink(above) or (os.path.lexists(above) and not os.path.isdir(above)):
                 os.unlink(above)
-        remove(os.path.join(root, name))
-    wanted = set(paths)
-    with tarfile.open(archive) as tar:
-        for member in tar.getmembers():
-            if member.name in wanted:
-                tar.extract(member, root)
+        target, source = os.path.join(root, name), os.path.join(kept, name)
+        remove(target)
+        if os.path.islink(source):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            os.symlink(os.readlink(source), target)
+        elif os.path.isfile(source):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(source, target)
 
 def apply(root, patch, argv):
     env = dict(os.environ, GIT_CEILING_DIRECTORIES=os.path.dirname(os.path.abspath(root)))  # no repository above
@@ -132,10 +140,12 @@ done = {}
 for step in job:
     do, name = step.pop("do"), step.pop("as", None)
     if do == "dump" and "changed" in step:
-        (earlier, key), now = step.pop("changed"), done[step.pop("now")]
-        before = json.load(open(earlier))[key]
+        before, now = (done[key] for key in step.pop("changed"))
         step["paths"] = sorted(p for p in now if p.endswith(step["suffix"]) and before.get(p) != now[p])
-    result = {"tree": tree, "probe": probe, "dump": dump, "save": save, "reset": reset, "apply": apply, "tail": tail}[do](**step)
+    if do == "keep":
+        step["entries"] = done[step.pop("tree")]
+    steps = {"tree": tree, "probe": probe, "dump": dump, "keep": keep, "reset": reset, "apply": apply, "tail": tail}
+    result = steps[do](**step)
     done[name or do] = result
     if do == "apply" and result["rc"] != 0:
         break

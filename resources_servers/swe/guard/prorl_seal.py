@@ -15,7 +15,8 @@ what it starts inherits all of this, irrevocably):
   process outside the run and no abstract Unix socket outside it; ptrace and /proc/<pid>/mem of a
   process outside the run are refused by every ABI.
 
-It says what it did as the first event of the run (`{"e": "sealed", "abi": N, "session": bool}`):
+It says what it did as the first event of the run (`{"e": "sealed", "abi": N, "session": bool, "tty":
+bool}`: a session of its own, a controlling terminal left):
 nothing of the repository ran yet, so this one line is the run's own. --probe prints the ABI the
 kernel offers (0: none) and exits, so the grader knows before the run what the run must report.
 
@@ -112,12 +113,29 @@ def restrict(version, writable):
 
 
 def own_session():
-    """No controlling terminal: a session of our own (we are not a process group leader under timeout)."""
+    """A session of our own (we are no process group leader under `timeout`), so no controlling terminal;
+    if that cannot be, the terminal let go of (TIOCNOTTY). (whether setsid worked, whether a terminal remains)"""
     try:
         os.setsid()
-        return True
+        return True, False
     except OSError:
-        return False
+        pass
+    try:
+        import fcntl
+        import termios
+
+        fd = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+        try:
+            fcntl.ioctl(fd, termios.TIOCNOTTY)
+        finally:
+            os.close(fd)
+    except (OSError, ImportError):
+        pass
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY))
+        return False, True
+    except OSError:
+        return False, False
 
 
 def main(argv):
@@ -128,7 +146,7 @@ def main(argv):
     opts, command = argv[:split], argv[split + 1 :]
     events_fd = int(opts[opts.index("--events-fd") + 1])
     writable = [opts[i + 1] for i, opt in enumerate(opts) if opt == "--write"]
-    session = own_session()
+    session, tty = own_session()
     version = abi()
     error = None
     if version:
@@ -136,7 +154,7 @@ def main(argv):
             restrict(version, writable)
         except OSError as exc:
             version, error = 0, str(exc)
-    event = {"e": "sealed", "abi": version, "session": session}
+    event = {"e": "sealed", "abi": version, "session": session, "tty": tty}
     if error:
         event["error"] = error
     os.write(events_fd, ("@prorl " + json.dumps(event, sort_keys=True) + "\n").encode())
