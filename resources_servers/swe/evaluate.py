@@ -169,6 +169,8 @@ async def evaluate_patch(
         kept = plan_patch(patch, grading.task_files, ImportNames(grading.roots, existing=None)).kept
         touched = sorted({p for s in split_patch(kept) for p in s.paths if p.endswith(".py")})
         done = await job(sb, act, "applied", _first_job(repo, grading, env_path, touched, kept))
+        if "failed" in done and "after" not in done and "apply" not in done:  # before the patch: the machine's
+            raise SandboxError(f"the grader's first step failed in the sandbox: {done['failed']}")
         base, found = done["base"], done["probe"]
         if found["shadowed"]:
             raise VerifierError(f"the tests' package is also installed: {', '.join(found['shadowed'])}")
@@ -181,6 +183,8 @@ async def evaluate_patch(
         fields |= _dropped(plan)
         if not plan.kept.strip():
             return fields | {"reward": 0.0, "patch_applied": False, "reason": KEPT_NOTHING}
+        if "failed" in done:  # the patched tree could not be read: the patch's doing, scored
+            return fields | {"reward": 0.0, "reason": f"the grader could not read the patched tree: {done['failed']}"}
         if done["apply"]["rc"] != 0:
             return fields | {
                 "reward": 0.0,

@@ -9,7 +9,7 @@ file), `x:<sha256>` (executable), `l:<target>` (a symbolic link, never followed)
 
 SCRIPT runs in the sandbox as `python -I -c SCRIPT JOB OUT` (the code travels on the command line: no
 file the test run could have rewritten): JOB is a JSON list of steps, done in order until one fails;
-OUT gets {name: result}. Steps (`do`):
+OUT gets {name: result} (and `failed`: the step that raised, and why). Steps (`do`):
 
     tree     root, skip_git            -> {path: entry}
     probe    seal, env_paths, tests    -> the Landlock ABI, the names importable without the repository,
@@ -99,7 +99,10 @@ def keep(root, entries, into):
         if entry[:2] in ("f:", "x:", "l:"):
             os.makedirs(os.path.dirname(target), exist_ok=True)
         if entry[:2] in ("f:", "x:"):
-            os.link(os.path.join(root, name), target)
+            try:
+                os.link(os.path.join(root, name), target)
+            except OSError:  # a file system without hard links (or across a mount): a copy
+                shutil.copy2(os.path.join(root, name), target)
         elif entry.startswith("l:"):
             os.symlink(entry[2:], target)
 
@@ -145,7 +148,11 @@ for step in job:
     if do == "keep":
         step["entries"] = done[step.pop("tree")]
     steps = {"tree": tree, "probe": probe, "dump": dump, "keep": keep, "reset": reset, "apply": apply, "tail": tail}
-    result = steps[do](**step)
+    try:
+        result = steps[do](**step)
+    except Exception as exc:  # said, with the step: the grader decides whose failure it is
+        done["failed"] = {"step": name or do, "error": repr(exc)[:800]}
+        break
     done[name or do] = result
     if do == "apply" and result["rc"] != 0:
         break

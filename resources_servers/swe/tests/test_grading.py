@@ -76,7 +76,9 @@ builtins.AssertionError = _Silent
 async def test_tampering_with_the_pytest_runner_scores_zero(route, sandbox_root):
     spec = SandboxSpec(root_dir=sandbox_root)
     patch = await append_patch(ROW, spec, MODULE, "\n" + TAMPERING[route])
-    result = await evaluate_patch(ROW, patch, spec, await prepare_repo(ROW), 120)
+    assert (await evaluate_patch(ROW, patch, spec, await prepare_repo(ROW), 120))["reason"].startswith("refused: ")
+    # past the screen (tests only): the layers behind it
+    result = await evaluate_patch(ROW, patch, spec, await prepare_repo(ROW), 120, screen_code=False)
     assert result["reward"] == 0.0 and result["reason"] == "runner_tampered", result
     assert result["runner_tampered"] and result["tamper_evidence"]
 
@@ -87,7 +89,7 @@ async def test_exiting_early_with_fake_passes_is_no_proof(sandbox_root):
     fake = "short test summary info".center(40, "=") + "\\n" + "".join(f"PASSED {t}\\n" for t in ids)
     exit_early = f"import os, sys\nsys.stdout.write({fake!r})\nsys.stdout.flush()\nos._exit(0)\n"
     patch = await append_patch(ROW, spec, MODULE, "\n" + exit_early)
-    result = await evaluate_patch(ROW, patch, spec, await prepare_repo(ROW), 120)
+    result = await evaluate_patch(ROW, patch, spec, await prepare_repo(ROW), 120, screen_code=False)
     assert result["reward"] == 0.0 and "did not complete" in result["reason"], result
 
 
@@ -117,7 +119,7 @@ def make_repo(path: Path, files: dict[str, str]) -> str:
 
 FIX_ADD = (
     "diff --git a/calc/__init__.py b/calc/__init__.py\n--- a/calc/__init__.py\n+++ b/calc/__init__.py\n"
-    "@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b  # the bug\n+    return a + b\n"
+    "@@ -1,3 +1,3 @@\n def add(a, b):\n-    return a - b  # the bug\n+    return a + b\n \n"
 )
 
 
@@ -188,6 +190,6 @@ async def test_unittest_tasks_are_graded_and_tampering_is_caught(reachable_dir, 
         "diff --git a/calc/__init__.py b/calc/__init__.py\n--- a/calc/__init__.py\n+++ b/calc/__init__.py\n"
         "@@ -1,2 +1,3 @@\n+from calc import tamper  # noqa\n def add(a, b):\n     return a - b  # the bug\n"
     )
-    result = await evaluate_patch(row, tamper + init, spec, repo, 60)
+    result = await evaluate_patch(row, tamper + init, spec, repo, 60, screen_code=False)
     assert result["reward"] == 0.0 and result["reason"] == "runner_tampered", result
     assert json.dumps(result["tamper_evidence"])
