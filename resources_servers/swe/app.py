@@ -33,7 +33,7 @@ from prorl_gym.resources.server import (
 )
 from prorl_gym.sandbox import SandboxAPI, SandboxSpec
 from prorl_gym.verify.pool import VerifierError
-from resources_servers.swe.evaluate import agent_diff, evaluate_patch
+from resources_servers.swe.evaluate import evaluate_patch
 from resources_servers.swe.repos import (
     RepoPrepError,
     prepare_repo,
@@ -42,6 +42,7 @@ from resources_servers.swe.repos import (
     stage_repo,
     task_spec,
 )
+from resources_servers.swe.steps import agent_diff
 
 
 class SweResourcesServerConfig(SandboxResourcesServerConfig):

@@ -40,6 +40,7 @@ EQUAL_METHODS = {
     "assertMultiLineEqual",
     "assertCountEqual",
 }
+CONTROLS_PER_TEST = 3  # controls of each failing test: a guess between a test and its controls misses 3 times in 4
 STRING = re.compile(r"^(?P<prefix>[rRbBuU]{0,2})(?P<quote>'''|\"\"\"|'|\")(?P<body>.*)(?P=quote)$", re.S)
 NUMBER = re.compile(r"^[0-9][0-9_]*(\.[0-9_]*)?([eE][+-]?[0-9_]+)?$|^\.[0-9][0-9_]*([eE][+-]?[0-9_]+)?$")
 
@@ -198,3 +199,65 @@ def insertion_points(lines: list[str], scope: ast.Module | ast.ClassDef) -> list
     if defs:
         points.append((scope.body[-1].end_lineno, points[-1][1], False))
     return points
+
+
+def plan_controls(lines, plan, f2p, graded, parsed, found, new_name, make_id, rng) -> dict[str, dict[int, list[str]]]:
+    """The controls (controls.py) of the run, in plan.controls; returns what to insert where: path -> line
+    index -> texts. Up to CONTROLS_PER_TEST for each failing test's def, each changing another of its
+    assertions while there are more; one for each other (file, classes) of the run without one. Among a
+    test and its controls, the test's rank in the file is drawn uniformly: the first or the last of a set
+    of twins is the graded one no more often than any other. lines: path -> its lines; parsed and found:
+    canaries.py's ids split and located; new_name(path): a fresh test name; make_id(test id, name): the id
+    of a copy of that test under `name`."""
+    inserts: dict[str, dict[int, list[str]]] = {}
+    eligible = [t for t in graded if t in plan.renamed and t not in plan.static_xfail]
+    by_def: dict[tuple[str, int], list[str]] = {}  # a def -> the graded ids it runs as (parameters)
+    for t in eligible:
+        by_def.setdefault((found[t].path, found[t].node.lineno), []).append(t)
+    values: dict[int, set[str]] = {}  # a literal (its node) -> the values it has in the test and its controls
+
+    def made(t: str, count: int) -> list[str]:
+        """Up to `count` controls of t's def, the last assertion first (it runs after those the bug breaks)."""
+        where, texts = found[t], []
+        sites = literal_sites(where.node)[::-1]
+        source = lines[where.path]
+        for i in range(count if sites else 0):
+            group = sites[i % len(sites)]
+            for site in rng.sample(group, len(group)):
+                try:
+                    name = new_name(where.path)
+                except ValueError:
+                    return texts
+                text = control_source(source, where.node, name, site, rng, values.setdefault(id(site), set()))
+                if text is not None:
+                    texts.append((name, text))
+                    break
+        return texts
+
+    def place(t: str, controls: list[tuple[str, str]]) -> bool:
+        if not controls:
+            return False
+        where = found[t]
+        points = insertion_points(lines[where.path], where.scope)
+        top = min([d.lineno for d in where.node.decorator_list] + [where.node.lineno]) - 1
+        before = [p for p in points if p[0] < top or (p[0] == top and p[2])]
+        after = [p for p in points if p not in before]
+        rank = rng.randrange(len(controls) + 1)  # how many of them go before the test
+        for i, (name, text) in enumerate(controls):
+            index, gap, ahead = rng.choice(before if i < rank and before else after)
+            inserts.setdefault(where.path, {}).setdefault(index, []).append(text + gap if ahead else gap + text)
+            for twin in by_def[(where.path, where.node.lineno)]:
+                plan.controls[make_id(parsed[twin], name)] = twin
+        return True
+
+    failing = list(dict.fromkeys(by_def[(found[t].path, found[t].node.lineno)][0] for t in f2p if t in eligible))
+    for t in failing:
+        place(t, made(t, CONTROLS_PER_TEST))
+    covered = {(parsed[t].file, parsed[t].owners) for t in plan.controls.values()}
+    groups: dict[tuple, list[str]] = {}
+    for t in eligible:
+        groups.setdefault((parsed[t].file, parsed[t].owners), []).append(t)
+    for group, tests in groups.items():
+        if group not in covered:
+            any(place(t, made(t, 1)) for t in rng.sample(tests, len(tests)))
+    return inserts

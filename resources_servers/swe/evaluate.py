@@ -44,7 +44,6 @@ import hashlib
 import io
 import json
 import logging
-import random
 import shlex
 import tarfile
 import time
@@ -61,14 +60,11 @@ from resources_servers.swe.repos import ENV_MOUNT, REPO_MOUNT, RepoEnv, field, r
 from resources_servers.swe.runners import GUARD_SOURCES, TestRunner, runner_for
 from resources_servers.swe.screen import screen
 from resources_servers.swe.steps import (
-    CLEAN,
-    DIFF_OPTS,
     GIT,
     GUARD_DIR,
     HOME,
     LOG_TAIL,
     SEAL,
-    SYSTEM_PATH,
     WORK,
     job,
     run_sealed,
@@ -225,7 +221,7 @@ async def evaluate_patch(
         )
         if verdict.sealed != found["abi"]:  # said before any code of the patch ran: the machine's doing
             raise SandboxError(f"the run was sealed with Landlock ABI {verdict.sealed}; the probe said {found['abi']}")
-        if not found["abi"]:  # sealed, the repository was read-only for the whole run: nothing to compare
+        if not found["abi"]:  # unsealed: compare (sealed, the repository was read-only for the whole run)
             try:
                 ended = await job(sb, act, "ended", [{"do": "tree", "root": repo, "skip_git": False, "as": "tree"}])
                 written = differences(ready, ended["tree"])
@@ -407,45 +403,3 @@ async def _run_tests(
         raise VerifierError(f"the test run never started (nothing of the patch ran yet): {channel[-500:]}")
     verdict.evidence += problems
     return verdict, log_text, rc in (124, 137)
-
-
-async def agent_diff(
-    sandbox: SandboxAPI, base_commit: str, repo_path: str = "/workspace", max_bytes: int = 1 << 20
-) -> str:
-    """The agent's changes against base_commit, from the AGENT's sandbox at the end of the rollout.
-
-    Run through absolute paths in a fresh bash with an empty environment (no function, alias, GIT_*
-    variable or global git config of the agent's applies); a deleted or broken .git is restored from the
-    read-only base when there is one. Binary and non-UTF-8 files are left out (they would not apply), and
-    files past max_bytes in total. Whatever comes out is the agent's text to the grader: it is parsed as
-    untrusted (patches.py) and applied by git alone. A diff that cannot be taken (the agent broke its
-    repository or its sandbox) is an empty patch: reward 0, never an infrastructure failure.
-    repo_path: where the repository is (repos.repo_env(row).repo_path; /testbed for images).
-    """
-    out_dir = f"/tmp/prorl-diff-{random.randbytes(4).hex()}"
-    repo, base = shlex.quote(repo_path), shlex.quote(base_commit)
-    script = (
-        f"mkdir -p {HOME} && cd {repo} && mkdir -p {out_dir} && "
-        f"{{ {GIT} rev-parse -q --verify {base}^{{commit}} >/dev/null || "
-        f"{{ test -d {REPO_MOUNT}/.git && rm -rf .git && cp -a {REPO_MOUNT}/.git .git; }}; }} && "
-        f"{GIT} add -A && {GIT} diff --cached {DIFF_OPTS} {base} > {out_dir}/all.diff && "
-        f"head -c {8 * max_bytes} {out_dir}/all.diff > {out_dir}/head.diff && wc -c < {out_dir}/all.diff"
-    )
-    clean = CLEAN.format(path=SYSTEM_PATH)
-    result = await sandbox.bash(f"{clean} /bin/bash --noprofile --norc -c {shlex.quote(script)}", timeout=300)
-    last = result.output.strip().splitlines()[-1:] or [""]
-    if result.timed_out or result.exit_code != 0 or not last[0].isdigit():
-        log.warning("no diff from sandbox %s: %s", sandbox.id, result.output[-500:])
-        return ""
-    text = (await sandbox.read_bytes(f"{out_dir}/head.diff")).decode(errors="replace")
-    sections = [s.text for s in split_patch(text)]
-    if int(last[0]) > 8 * max_bytes and sections:
-        sections = sections[:-1]  # cut off mid-section
-    kept, size = [], 0
-    for section in sections:
-        binary = "\nBinary files " in section or "\nGIT binary patch" in section or "\ufffd" in section  # or not UTF-8
-        if binary or size + len(section) > max_bytes:
-            continue
-        kept.append(section)
-        size += len(section)
-    return "".join(kept)

@@ -19,10 +19,14 @@ the run filled, keeps the end of its log, and says the command's status last. No
 from __future__ import annotations
 
 import json
+import logging
+import random
 import shlex
 from typing import Any
 
 from prorl_gym.sandbox import SandboxAPI, SandboxError
+from resources_servers.swe.patches import split_patch
+from resources_servers.swe.repos import REPO_MOUNT
 from resources_servers.swe.tree import SCRIPT as TREE
 
 WORK = "/tmp/prorl-eval"
@@ -56,6 +60,7 @@ FREE_SCRATCH = (
     f"find {WORK} -mindepth 1 -maxdepth 1 ! -name tests.log ! -name home -exec rm -rf {{}} + 2>/dev/null; true"
 )
 CHANNEL = f"{WORK}/channel"
+log = logging.getLogger(__name__)
 RUN = (  # the grader's files go first: the run sees nothing of the graded base but the tree (no test sources, no diff)
     f"find {WORK} -mindepth 1 -maxdepth 1 ! -name guard ! -name home -exec rm -rf {{{{}}}} + && "
     "cd {repo} && rm -rf .git && {activate} && rm -f {channel} && mkfifo -m 600 {channel} && "
@@ -137,3 +142,45 @@ async def run_sealed(
     elif rc is None:
         problem = "the grader's run step did not finish"
     return "\n".join(lines[:-2] if status else lines), rc, problem
+
+
+async def agent_diff(
+    sandbox: SandboxAPI, base_commit: str, repo_path: str = "/workspace", max_bytes: int = 1 << 20
+) -> str:
+    """The agent's changes against base_commit, from the AGENT's sandbox at the end of the rollout.
+
+    Run through absolute paths in a fresh bash with an empty environment (no function, alias, GIT_*
+    variable or global git config of the agent's applies); a deleted or broken .git is restored from the
+    read-only base when there is one. Binary and non-UTF-8 files are left out (they would not apply), and
+    files past max_bytes in total. Whatever comes out is the agent's text to the grader: it is parsed as
+    untrusted (patches.py) and applied by git alone. A diff that cannot be taken (the agent broke its
+    repository or its sandbox) is an empty patch: reward 0, never an infrastructure failure.
+    repo_path: where the repository is (repos.repo_env(row).repo_path; /testbed for images).
+    """
+    out_dir = f"/tmp/prorl-diff-{random.randbytes(4).hex()}"
+    repo, base = shlex.quote(repo_path), shlex.quote(base_commit)
+    script = (
+        f"mkdir -p {HOME} && cd {repo} && mkdir -p {out_dir} && "
+        f"{{ {GIT} rev-parse -q --verify {base}^{{commit}} >/dev/null || "
+        f"{{ test -d {REPO_MOUNT}/.git && rm -rf .git && cp -a {REPO_MOUNT}/.git .git; }}; }} && "
+        f"{GIT} add -A && {GIT} diff --cached {DIFF_OPTS} {base} > {out_dir}/all.diff && "
+        f"head -c {8 * max_bytes} {out_dir}/all.diff > {out_dir}/head.diff && wc -c < {out_dir}/all.diff"
+    )
+    clean = CLEAN.format(path=SYSTEM_PATH)
+    result = await sandbox.bash(f"{clean} /bin/bash --noprofile --norc -c {shlex.quote(script)}", timeout=300)
+    last = result.output.strip().splitlines()[-1:] or [""]
+    if result.timed_out or result.exit_code != 0 or not last[0].isdigit():
+        log.warning("no diff from sandbox %s: %s", sandbox.id, result.output[-500:])
+        return ""
+    text = (await sandbox.read_bytes(f"{out_dir}/head.diff")).decode(errors="replace")
+    sections = [s.text for s in split_patch(text)]
+    if int(last[0]) > 8 * max_bytes and sections:
+        sections = sections[:-1]  # cut off mid-section
+    kept, size = [], 0
+    for section in sections:
+        binary = "\nBinary files " in section or "\nGIT binary patch" in section or "\ufffd" in section  # or not UTF-8
+        if binary or size + len(section) > max_bytes:
+            continue
+        kept.append(section)
+        size += len(section)
+    return "".join(kept)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from resources_servers.swe.canaries import CONTROLS_PER_TEST, FALLBACK_WORDS, plan_canaries
+from resources_servers.swe.canaries import FALLBACK_WORDS, plan_canaries
+from resources_servers.swe.controls import CONTROLS_PER_TEST
 from resources_servers.swe.runners import Pytest, Unittest
 
 PYTEST, UNITTEST = Pytest(), Unittest()

@@ -26,8 +26,9 @@ import pytest
 
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.spec import Bind
-from resources_servers.swe.evaluate import agent_diff, evaluate_patch
+from resources_servers.swe.evaluate import evaluate_patch
 from resources_servers.swe.repos import prepare_repo, prepare_test_env, stage_repo, task_spec
+from resources_servers.swe.steps import agent_diff
 from resources_servers.swe.tests.test_tasks import EXAMPLES, overriding_tests
 
 TOOLZ, SQLPARSE, CACHETOOLS, MORE_ITERTOOLS, HUMANIZE = EXAMPLES

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
-from resources_servers.swe.evaluate import agent_diff, evaluate_patch
+from resources_servers.swe.evaluate import evaluate_patch
 from resources_servers.swe.patches import is_protected, split_patch
 from resources_servers.swe.prompts import build_row
 from resources_servers.swe.repos import (
@@ -30,6 +30,7 @@ from resources_servers.swe.repos import (
     task_spec,
 )
 from resources_servers.swe.runners import parse_pytest
+from resources_servers.swe.steps import agent_diff
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXAMPLES = [json.loads(line) for line in (DATA / "example.jsonl").read_text().splitlines()]

@@ -27,7 +27,8 @@ import pytest
 from prorl_gym.sandbox import SandboxSpec
 from prorl_gym.testing import transcript
 from resources_servers.swe.app import SweResourcesServer
-from resources_servers.swe.canaries import CONTROLS_PER_TEST, plan_canaries
+from resources_servers.swe.canaries import plan_canaries
+from resources_servers.swe.controls import CONTROLS_PER_TEST
 from resources_servers.swe.evaluate import evaluate_patch
 from resources_servers.swe.prompts import build_row
 from resources_servers.swe.runners import Pytest
