@@ -74,7 +74,7 @@ def probe(seal, env_paths, tests):
             spec = importlib.util.find_spec(top)
         except (ImportError, ValueError):
             spec = None
-        if spec is not None:
+        if spec is not None and spec.origin is not None:  # a namespace portion never wins over the tests' package
             shadowed.append(top + " (at " + str(spec.origin or list(spec.submodule_search_locations or [])) + ")")
     return {"abi": abi, "installed": names, "tests": sorted(tops), "shadowed": shadowed}
 
