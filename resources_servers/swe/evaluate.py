@@ -287,7 +287,13 @@ def _first_job(repo: str, grading: Grading, env_path: str, touched: list[str], p
     the code it changed as it is now."""
     return [
         {"do": "tree", "root": repo, "as": "base"},
-        {"do": "probe", "seal": SEAL, "env_paths": [env_path] if env_path else [], "tests": grading.test_files},
+        {
+            "do": "probe",
+            "seal": SEAL,
+            "root": repo,
+            "env_paths": [env_path] if env_path else [],
+            "tests": grading.test_files,
+        },
         {"do": "dump", "root": repo, "paths": grading.test_files, "dirs": _test_dirs(grading), "as": "sources"},
         {"do": "keep", "root": repo, "tree": "base", "into": f"{repo}/{KEPT}"},
         {"do": "dump", "root": repo, "paths": touched, "as": "before"},
@@ -348,20 +354,6 @@ def _plan_canaries(grading: Grading, tree: dict[str, str], dumped: dict[str, str
     sources = {p: dumped[p] for p in list(dict.fromkeys(wanted))[:MAX_SOURCES]}
     runner = grading.runner
     return plan_canaries(grading.fail_to_pass, grading.pass_to_pass, sources, runner.parse_id, runner.format_id)
-
-
-def _test_packages(grading: Grading, base: dict[str, str]) -> frozenset[str]:
-    """The top-level packages (or modules) the graded test modules are imported under."""
-    tops = set()
-    for path in grading.test_files:
-        parts = path.split("/")
-        top = parts[-1].removesuffix(".py")
-        for i in range(len(parts) - 1, 0, -1):
-            if "/".join([*parts[:i], "__init__.py"]) not in base:
-                break
-            top = parts[i - 1]
-        tops.add(top)
-    return frozenset(tops)
 
 
 def _top_entries(files: dict[str, str], roots: tuple[str, ...]) -> frozenset[str]:

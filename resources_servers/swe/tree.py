@@ -12,8 +12,11 @@ file the test run could have rewritten): JOB is a JSON list of steps, done in or
 OUT gets {name: result} (and `failed`: the step that raised, and why). Steps (`do`):
 
     tree     root, skip_git            -> {path: entry}
-    probe    seal, env_paths, tests    -> the Landlock ABI, the names importable without the repository,
-                                          the tests' top-level packages something installed provides
+    probe    seal, root, env_paths, tests
+             -> the Landlock ABI, the names importable without the repository, the tests' top-level
+                packages something installed provides (a regular package outside `root`: not a
+                namespace portion, which any regular package wins over, nor the repository itself
+                installed in place, as SWE-bench images install it: a .pth or finder into /testbed)
     dump     root, paths, dirs, suffix | changed (two trees of this job), suffix
              -> {path: text} of the paths given and of the files with the suffix in dirs, or of those with the
              suffix that differ between the two trees
@@ -55,7 +58,10 @@ def tree(root, skip_git=True):
                 found[rel + name] = "e:" + type(exc).__name__
     return found
 
-def probe(seal, env_paths, tests):
+def inside(path, root):
+    return path is not None and os.path.realpath(path).startswith(os.path.realpath(root).rstrip("/") + "/")
+
+def probe(seal, root, env_paths, tests):
     abi = runpy.run_path(seal)["abi"]()
     sys.path.extend(env_paths)
     names = sorted({m.name for m in pkgutil.iter_modules()} | set(sys.builtin_module_names))
@@ -64,7 +70,7 @@ def probe(seal, env_paths, tests):
         parts = path.split("/")
         top = parts[-1][:-3] if parts[-1].endswith(".py") else parts[-1]
         for i in range(len(parts) - 1, 0, -1):
-            if not os.path.exists(os.path.join(*parts[:i], "__init__.py")):
+            if not os.path.exists(os.path.join(root, *parts[:i], "__init__.py")):
                 break
             top = parts[i - 1]
         tops.add(top)
@@ -74,8 +80,12 @@ def probe(seal, env_paths, tests):
             spec = importlib.util.find_spec(top)
         except (ImportError, ValueError):
             spec = None
-        if spec is not None and spec.origin is not None:  # a namespace portion never wins over the tests' package
-            shadowed.append(top + " (at " + str(spec.origin or list(spec.submodule_search_locations or [])) + ")")
+        if spec is None or spec.origin is None:  # a namespace portion: any regular package on sys.path wins over it
+            continue
+        places = [spec.origin, *(spec.submodule_search_locations or [])]
+        if all(inside(p, root) for p in places):  # the repository itself, installed in place (editable)
+            continue
+        shadowed.append(top + " (at " + spec.origin + ")")
     return {"abi": abi, "installed": names, "tests": sorted(tops), "shadowed": shadowed}
 
 def dump(root, paths, dirs=(), suffix=".py"):
