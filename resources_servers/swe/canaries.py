@@ -17,9 +17,9 @@ decided by what it is called, and so that a run whose outcomes were made up show
 
 Nothing marks a control or tells it from a graded test but the changed value: no text, no wrapper, no
 position (a random def boundary, with its neighbours' blank lines), no name shape. New names never
-contain a graded test's name. Also here: whether a test carries a static expected-failure marker
-(pytest's xfail, unittest's expectedFailure) in the graded source: only such a test may count an
-expected failure as a pass. The planner reads the graded base's test files only (never a file the
+contain a graded test's name (unless every name does: Django's `test`). Also here: whether a test
+carries a static expected-failure marker (pytest's xfail, unittest's expectedFailure) in the graded
+source: only such a test may count an expected failure as a pass. The planner reads the graded base's test files only (never a file the
 patch could write), and is pure: the grader writes plan.sources to the sandbox.
 """
 
@@ -53,6 +53,8 @@ FALLBACK_WORDS = (
     "types",
 )
 XFAIL_MARKS = ("xfail", "expectedFailure")
+PREFIX = "test_"  # every new name's
+MAX_CANDIDATES = 50_000  # names tried for one new name before giving up (the test then keeps its own: uncovered)
 
 
 @dataclass(frozen=True)
@@ -215,7 +217,9 @@ class _Names:
     """New test names made of words the file's own test names use, unlike any graded name."""
 
     def __init__(self, src: _Sources, graded: set[str], rng: random.Random):
-        self.rng, self.graded, self.src = rng, graded, src
+        # A graded name every candidate contains (Django's methods named `test`) tells no name from another:
+        # left out, or no candidate would ever do.
+        self.rng, self.graded, self.src = rng, {g for g in graded if g not in PREFIX}, src
         self.taken = {w for text in src.text.values() for w in re.findall(r"\w+", text)}
         self.pools: dict[str, list[str]] = {}
 
@@ -233,7 +237,7 @@ class _Names:
 
     def new(self, path: str) -> str:
         pool = self._pool(path)
-        for name in self._candidates(pool):
+        for name in itertools.islice(self._candidates(pool), MAX_CANDIDATES):
             if name not in self.taken and not any(g in name for g in self.graded):
                 self.taken.add(name)
                 return name
@@ -244,12 +248,12 @@ class _Names:
         words and then with the fallback words too: where most of a file's words begin a graded name
         (`test_curry` graded makes every `test_curry_*` unusable), the draws can all miss."""
         for size in (2, 2, 2, 3, 3, 4) * 4:
-            yield "test_" + "_".join(self.rng.sample(pool, min(size, len(pool))))
+            yield PREFIX + "_".join(self.rng.sample(pool, min(size, len(pool))))
         for words in (pool, sorted(set(pool) | set(FALLBACK_WORDS))):
             words = self.rng.sample(words, len(words))
             for size in (2, 3):
                 for combo in itertools.permutations(words, size):
-                    yield "test_" + "_".join(combo)
+                    yield PREFIX + "_".join(combo)
 
 
 def plan_canaries(

@@ -308,3 +308,48 @@ def test_a_test_defined_twice_and_called_by_name_keeps_its_name():
         ["t.py::test_twice"], ["t.py::test_caller"], {"t.py": source}, PYTEST.parse_id, PYTEST.format_id
     )
     assert plan.uncovered == ["t.py::test_twice"] and "t.py::test_caller" in plan.renamed
+
+
+DJANGO_LIKE = textwrap.dedent(
+    """
+    import unittest
+
+    from calc import add
+
+
+    class EscapeLeadingSlashesTests(unittest.TestCase):
+        def test(self):
+            self.assertEqual(add(2, 3), 5)
+
+        def test_leading_slashes_kept(self):
+            self.assertEqual(add(0, 0), 0)
+
+
+    class TestDurationMicroseconds(unittest.TestCase):
+        def test(self):
+            self.assertEqual(add(1, 0), 1)
+    """
+)
+
+
+def test_a_test_named_test_is_renamed_and_controlled(tmp_path):
+    """Django names test methods `test`: every candidate name contains it, and a planner that kept new names
+    from containing it tried every word permutation (minutes on Django's files), then left the file unplanned."""
+    (tmp_path / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (tmp_path / "test_http.py").write_text(DJANGO_LIKE)
+    f2p = ["test_http.EscapeLeadingSlashesTests.test"]
+    p2p = ["test_http.EscapeLeadingSlashesTests.test_leading_slashes_kept", "test_http.TestDurationMicroseconds.test"]
+    sources = {"test_http.py": DJANGO_LIKE}
+    plan = plan_canaries(f2p, p2p, sources, UNITTEST.parse_id, UNITTEST.format_id, random.Random(5))
+    assert not plan.uncovered and sorted(plan.renamed) == sorted(f2p + p2p), plan
+    assert sum(t == f2p[0] for t in plan.controls.values()) == CONTROLS_PER_TEST, plan.controls
+    assert {t for t in plan.controls.values()} == {f2p[0], p2p[1]}  # one more for the other class
+    (tmp_path / "test_http.py").write_text(plan.sources["test_http.py"])
+    run = subprocess.run(
+        [sys.executable, "-m", "unittest", "-v", *plan.run_ids(f2p + p2p)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert run.stderr.count("... FAIL") == 1 + len(plan.controls), run.stderr  # the bug's test and every control
+    assert run.stderr.count("... ok") == len(p2p), run.stderr
