@@ -150,20 +150,26 @@ async def agent_diff(
     """The agent's changes against base_commit, from the AGENT's sandbox at the end of the rollout.
 
     Run through absolute paths in a fresh bash with an empty environment (no function, alias, GIT_*
-    variable or global git config of the agent's applies); a deleted or broken .git is restored from the
-    read-only base when there is one. Binary and non-UTF-8 files are left out (they would not apply), and
-    files past max_bytes in total. Whatever comes out is the agent's text to the grader: it is parsed as
-    untrusted (patches.py) and applied by git alone. A diff that cannot be taken (the agent broke its
+    variable or global git config of the agent's applies), with a git directory and index of the grader's
+    own: nothing of the agent's .git but its objects (and its excludes) is used, so no config, filter,
+    diff driver or `gitdir:` pointer of the agent's steers what is taken; the base's objects also come from
+    the read-only base when there is one. Binary and non-UTF-8 files are left out (they would not apply),
+    and files past max_bytes in total. Whatever comes out is the agent's text to the grader: it is parsed
+    as untrusted (patches.py) and applied by git alone. A diff that cannot be taken (the agent broke its
     repository or its sandbox) is an empty patch: reward 0, never an infrastructure failure.
     repo_path: where the repository is (repos.repo_env(row).repo_path; /testbed for images).
     """
     out_dir = f"/tmp/prorl-diff-{random.randbytes(4).hex()}"
     repo, base = shlex.quote(repo_path), shlex.quote(base_commit)
+    own = f"{out_dir}/git"
+    git = f"{GIT} --git-dir={own} --work-tree=."
     script = (
-        f"mkdir -p {HOME} && cd {repo} && mkdir -p {out_dir} && "
-        f"{{ {GIT} rev-parse -q --verify {base}^{{commit}} >/dev/null || "
-        f"{{ test -d {REPO_MOUNT}/.git && rm -rf .git && cp -a {REPO_MOUNT}/.git .git; }}; }} && "
-        f"{GIT} add -A && {GIT} diff --cached {DIFF_OPTS} {base} > {out_dir}/all.diff && "
+        f"mkdir -p {HOME} {out_dir} && cd {repo} && {GIT} init -q --bare --template= {own} && "
+        f'for o in {REPO_MOUNT}/.git/objects {repo}/.git/objects; do if test -d "$o"; then echo "$o"; fi; done '
+        f"> {own}/objects/info/alternates && "
+        f"mkdir -p {own}/info && {{ test ! -f .git/info/exclude || cp .git/info/exclude {own}/info/exclude; }} && "
+        f"{git} rev-parse -q --verify {base}^{{commit}} >/dev/null && {git} read-tree {base} && "
+        f"{git} add -A && {git} diff --cached {DIFF_OPTS} {base} > {out_dir}/all.diff && "
         f"head -c {8 * max_bytes} {out_dir}/all.diff > {out_dir}/head.diff && wc -c < {out_dir}/all.diff"
     )
     clean = CLEAN.format(path=SYSTEM_PATH)
