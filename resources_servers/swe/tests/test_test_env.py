@@ -33,7 +33,7 @@ def row(reachable) -> dict:
     head = make_repo(
         reachable / "calc",
         {
-            "calc/__init__.py": "def add(a, b):\n    return a - b  # the bug\n",
+            "calc/__init__.py": "def add(a, b):\n    return a - b  # the bug\n\n\ndef neg(a):\n    return -a\n",
             "tests/test_calc.py": """
                 import datetime
 
