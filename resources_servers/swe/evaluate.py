@@ -54,7 +54,7 @@ from typing import Any
 from prorl_gym.sandbox import Backends, SandboxAPI, SandboxError, SandboxSpec, create_sandbox
 from prorl_gym.verify.pool import VerifierError
 from resources_servers.swe.canaries import CanaryPlan, plan_canaries
-from resources_servers.swe.monitor import judge, score
+from resources_servers.swe.monitor import Verdict, judge, score
 from resources_servers.swe.patches import ImportNames, is_protected, patch_files, plan_patch, split_patch
 from resources_servers.swe.repos import ENV_MOUNT, REPO_MOUNT, RepoEnv, field, repo_env, stage_repo, task_spec
 from resources_servers.swe.runners import GUARD_SOURCES, TestRunner, runner_for
@@ -167,11 +167,7 @@ async def evaluate_patch(
         done = await job(sb, act, "applied", _first_job(repo, grading, env_path, touched, kept))
         if "failed" in done and "after" not in done and "apply" not in done:  # before the patch: the machine's
             raise SandboxError(f"the grader's first step failed in the sandbox: {done['failed']}")
-        base, found = done["base"], done["probe"]
-        if found["shadowed"]:
-            raise VerifierError(f"the tests' package is also installed: {', '.join(found['shadowed'])}")
-        if require_sealed and found["abi"] < 6:
-            raise VerifierError(f"this kernel cannot seal a test run (Landlock ABI {found['abi']}, 6 needed)")
+        base, found = done["base"], _probed(done["probe"], require_sealed)
         fields["sealed"] = found["abi"]
         tests = frozenset(found["tests"])
         names = ImportNames(grading.roots, frozenset(found["installed"]), tests, _top_entries(base, grading.roots))
@@ -219,16 +215,32 @@ async def evaluate_patch(
         verdict, log_text, timed_out = await _run_tests(
             sb, repo, grading, canaries, env, timeout_s, env_path, [f"{repo}/{p}" for p in changed]
         )
-        if verdict.sealed != found["abi"]:  # said before any code of the patch ran: the machine's doing
-            raise SandboxError(f"the run was sealed with Landlock ABI {verdict.sealed}; the probe said {found['abi']}")
-        if not found["abi"]:  # unsealed: compare (sealed, the repository was read-only for the whole run)
-            try:
-                ended = await job(sb, act, "ended", [{"do": "tree", "root": repo, "skip_git": False, "as": "tree"}])
-                written = differences(ready, ended["tree"])
-                verdict.evidence += [f"{p} was written while the tests ran" for p in written[:20]]
-            except SandboxError as exc:
-                verdict.evidence.append(f"the repository could not be read after the run: {exc}")
+        await _after_run(sb, act, repo, ready, verdict, found["abi"])
     return fields | {"test_runner": grading.runner.name} | score(grading, verdict, log_text, timed_out, started)
+
+
+def _probed(found: dict, require_sealed: bool) -> dict:
+    """The probe's answer, or why the task cannot be graded here (decided before any code of the patch runs)."""
+    if found["shadowed"]:
+        raise VerifierError(f"the tests' package is also installed: {', '.join(found['shadowed'])}")
+    if require_sealed and found["abi"] < 6:
+        raise VerifierError(f"this kernel cannot seal a test run (Landlock ABI {found['abi']}, 6 needed)")
+    return found
+
+
+async def _after_run(sb: SandboxAPI, act: str, repo: str, ready: dict[str, str], verdict: Verdict, abi: int) -> None:
+    """A run sealed otherwise than the probe said is the machine's doing (said before any code of the patch
+    ran); an unsealed run's tree is compared with what it was given (sealed, it was read-only throughout)."""
+    if verdict.sealed != abi:
+        raise SandboxError(f"the run was sealed with Landlock ABI {verdict.sealed}; the probe said {abi}")
+    if abi:
+        return
+    try:
+        ended = await job(sb, act, "ended", [{"do": "tree", "root": repo, "skip_git": False, "as": "tree"}])
+        written = differences(ready, ended["tree"])
+        verdict.evidence += [f"{p} was written while the tests ran" for p in written[:20]]
+    except SandboxError as exc:
+        verdict.evidence.append(f"the repository could not be read after the run: {exc}")
 
 
 KEPT_NOTHING = "the patch only changes files the grader keeps"

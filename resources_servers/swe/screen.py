@@ -166,57 +166,70 @@ def _constructs(source: str) -> list[tuple[tuple[str, str], int]]:
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
-            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
-            for name in names:
-                top = name.split(".")[0]
-                if top in MODULES and not (isinstance(node, ast.ImportFrom) and node.level):
-                    add(f"imports {name}", MODULES[top], node)
-            if isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    if alias.name in ATTRIBUTES and ATTRIBUTES[alias.name]:
-                        add(f"imports {alias.name}", ATTRIBUTES[alias.name], node)
+            _import(node, add)
         elif isinstance(node, ast.Attribute):
-            why = ATTRIBUTES.get(node.attr)
-            owner = modules.get(node.value.id) if isinstance(node.value, ast.Name) else None
-            why = why or FROM_MODULE.get((owner, node.attr)) if owner else why
-            if why:
-                add(f".{node.attr}", why, node)
-            elif isinstance(node.value, ast.Name) and node.value.id in MODULES and node.value.id not in modules:
-                add(f"{node.value.id}.{node.attr}", MODULES[node.value.id], node)  # a module it never imported
-            if owner == "sys" and node.attr == "modules" and not isinstance(node.ctx, ast.Load):
-                add("sys.modules replaced", "other modules swapped", node)
-            if node.attr == "__class__" and isinstance(node.ctx, ast.Store):
-                add("__class__ assigned", "an object turned into another type", node)
+            _attribute(node, modules, add)
         elif (
             isinstance(node, ast.Subscript)
             and not isinstance(node.ctx, ast.Load)
             and _is_sys_modules(node.value, modules)
         ):
             add("sys.modules[...] written", "other modules swapped", node)
-        elif (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and _is_sys_modules(node.func.value, modules)
-        ):
-            if node.func.attr in ("pop", "update", "setdefault", "clear", "__setitem__", "__delitem__"):
-                add(f"sys.modules.{node.func.attr}", "other modules swapped", node)
-        elif isinstance(node, ast.Call) and _raw_descriptor(node, modules):
-            add("a raw descriptor", "writing where the code was never given a file (the grader's channel)", node)
+        elif isinstance(node, ast.Call):
+            _call(node, modules, add)
         elif isinstance(node, ast.Name) and node.id in NAMES:
             add(node.id, NAMES[node.id], node)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            for token in STRINGS:
-                if token in node.value:
-                    add(f"the text {token!r}", "names the runner's or the grader's insides", node)
-            if node.value in COMPARISONS:
-                add(f"the text {node.value!r}", "a comparison set by name", node)
-            if TEST_PATH.search(node.value):
-                add("a test file's name", "code under test reaching for the tests", node)
+            _text(node, add)
         elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("pytest_"):
             add(f"def {node.name}", "a pytest hook in the code under test", node)
         elif isinstance(node, ast.ClassDef):
             _class(node, add)
     return found
+
+
+def _import(node: ast.Import | ast.ImportFrom, add) -> None:
+    names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+    for name in names:
+        top = name.split(".")[0]
+        if top in MODULES and not (isinstance(node, ast.ImportFrom) and node.level):
+            add(f"imports {name}", MODULES[top], node)
+    if isinstance(node, ast.ImportFrom):
+        for alias in node.names:
+            if alias.name in ATTRIBUTES and ATTRIBUTES[alias.name]:
+                add(f"imports {alias.name}", ATTRIBUTES[alias.name], node)
+
+
+def _attribute(node: ast.Attribute, modules: dict[str, str], add) -> None:
+    why = ATTRIBUTES.get(node.attr)
+    owner = modules.get(node.value.id) if isinstance(node.value, ast.Name) else None
+    why = why or FROM_MODULE.get((owner, node.attr)) if owner else why
+    if why:
+        add(f".{node.attr}", why, node)
+    elif isinstance(node.value, ast.Name) and node.value.id in MODULES and node.value.id not in modules:
+        add(f"{node.value.id}.{node.attr}", MODULES[node.value.id], node)  # a module it never imported
+    if owner == "sys" and node.attr == "modules" and not isinstance(node.ctx, ast.Load):
+        add("sys.modules replaced", "other modules swapped", node)
+    if node.attr == "__class__" and isinstance(node.ctx, ast.Store):
+        add("__class__ assigned", "an object turned into another type", node)
+
+
+def _call(node: ast.Call, modules: dict[str, str], add) -> None:
+    if isinstance(node.func, ast.Attribute) and _is_sys_modules(node.func.value, modules):
+        if node.func.attr in ("pop", "update", "setdefault", "clear", "__setitem__", "__delitem__"):
+            add(f"sys.modules.{node.func.attr}", "other modules swapped", node)
+    elif _raw_descriptor(node, modules):
+        add("a raw descriptor", "writing where the code was never given a file (the grader's channel)", node)
+
+
+def _text(node: ast.Constant, add) -> None:
+    for token in STRINGS:
+        if token in node.value:
+            add(f"the text {token!r}", "names the runner's or the grader's insides", node)
+    if node.value in COMPARISONS:
+        add(f"the text {node.value!r}", "a comparison set by name", node)
+    if TEST_PATH.search(node.value):
+        add("a test file's name", "code under test reaching for the tests", node)
 
 
 def _class(node: ast.ClassDef, add) -> None:
