@@ -18,7 +18,8 @@ import time
 
 from benchmarks.common import emit, sandbox_root
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
-from resources_servers.swe.evaluate import evaluate_patch, test_ids
+from resources_servers.swe.evaluate import evaluate_patch
+from resources_servers.swe.grading import test_ids
 from resources_servers.swe.repos import ENV_MOUNT, prepare_repo, prepare_test_env, repo_env, stage_repo, task_spec
 from resources_servers.swe.tests.test_tasks import EXAMPLES
 

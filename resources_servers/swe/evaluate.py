@@ -42,22 +42,21 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
-import json
 import logging
 import shlex
 import tarfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from prorl_gym.sandbox import Backends, SandboxAPI, SandboxError, SandboxSpec, create_sandbox
 from prorl_gym.verify.pool import VerifierError
 from resources_servers.swe.canaries import CanaryPlan, plan_canaries
+from resources_servers.swe.grading import Grading, plan_grading
 from resources_servers.swe.monitor import Verdict, judge, score
-from resources_servers.swe.patches import ImportNames, is_protected, patch_files, plan_patch, split_patch
+from resources_servers.swe.patches import ImportNames, plan_patch, split_patch
 from resources_servers.swe.repos import ENV_MOUNT, REPO_MOUNT, RepoEnv, field, repo_env, stage_repo, task_spec
-from resources_servers.swe.runners import GUARD_SOURCES, TestRunner, runner_for
+from resources_servers.swe.runners import GUARD_SOURCES
 from resources_servers.swe.screen import screen
 from resources_servers.swe.steps import (
     GIT,
@@ -78,45 +77,6 @@ MAX_SOURCES = 200  # test modules read for the canaries (the graded files and th
 KEPT = ".git/kept"  # the graded base, hard-linked: in the repository's file system, where no patch writes
 APPLY = [*shlex.split(GIT), "apply", "--whitespace=nowarn", "-"]  # git alone: no GNU patch for what git refuses
 log = logging.getLogger(__name__)
-
-
-def test_ids(row: Any, name: str) -> list[str]:
-    value = field(row, name) or []
-    return json.loads(value) if isinstance(value, str) else list(value)  # SWE-bench stores JSON strings
-
-
-@dataclass
-class Grading:
-    """What is graded for a row, before any sandbox."""
-
-    runner: TestRunner
-    fail_to_pass: list[str]
-    pass_to_pass: list[str]
-    test_patch: str
-    task_files: set[str]  # files of the tests: never the agent's to change
-    roots: tuple[str, ...]  # the repository's import roots, relative to it ("" and e.g. "src")
-
-    @property
-    def test_ids(self) -> list[str]:
-        return list(dict.fromkeys(self.fail_to_pass + self.pass_to_pass))
-
-    @property
-    def test_files(self) -> list[str]:
-        parsed = (self.runner.parse_id(t) for t in self.test_ids)
-        return sorted({tid.file for tid in parsed if tid is not None})
-
-    def protected(self, path: str) -> bool:
-        return is_protected(path, self.task_files)
-
-
-def plan_grading(row: Any, env: RepoEnv) -> Grading:
-    runner = runner_for(field(row, "test_runner"))
-    f2p, p2p = test_ids(row, "FAIL_TO_PASS"), test_ids(row, "PASS_TO_PASS")
-    test_patch = field(row, "test_patch") or ""
-    files = {tid.file for tid in map(runner.parse_id, f2p + p2p) if tid is not None}
-    files |= {t.split("::")[0] for t in f2p + p2p if "::" in t}  # doctest items: their file too
-    root = env.pythonpath.strip("./")
-    return Grading(runner, f2p, p2p, test_patch, patch_files(test_patch) | files, ("", root) if root else ("",))
 
 
 async def evaluate_patch(
@@ -251,7 +211,7 @@ def _dropped(plan) -> dict[str, Any]:
     return {"dropped": plan.dropped, "test_files_dropped": sorted(plan.dropped), "tool_config": plan.tool_config}
 
 
-GUARDS = ("prorl_seal.py", "prorl_pytest_guard.py", "prorl_unittest_guard.py")
+GUARDS = ("prorl_seal.py", "prorl_pytest_guard.py", "prorl_unittest_guard.py", "prorl_django_guard.py", "prorl_sympy_guard.py")
 
 
 def bundle(repo_dir: Path | None, test_patch: str) -> bytes:
@@ -365,6 +325,7 @@ def _plan_canaries(grading: Grading, tree: dict[str, str], dumped: dict[str, str
     wanted = [p for p in [*grading.test_files, *sorted(dumped)] if p in dumped and grading.protected(p)]
     sources = {p: dumped[p] for p in list(dict.fromkeys(wanted))[:MAX_SOURCES]}
     runner = grading.runner
+    grading.resolve({p: dumped[p] for p in grading.test_files if p in dumped})  # before the patch: the base's
     return plan_canaries(grading.fail_to_pass, grading.pass_to_pass, sources, runner.parse_id, runner.format_id)
 
 
@@ -390,7 +351,8 @@ async def _run_tests(
     runner = grading.runner
     roots = [f"{repo}/{r}".rstrip("/") if r else repo for r in grading.roots[::-1]]
     env_paths = [env_path] if env_path else []
-    ids = sorted(dict.fromkeys(canaries.run_ids(grading.test_ids)))  # an order that says nothing (names are random)
+    # an order that says nothing (names are random); a runner of test modules runs them whole, controls in them
+    ids = grading.directives or sorted(dict.fromkeys(canaries.run_ids(grading.test_ids)))
     command = runner.command(f"{GUARD_DIR}/{runner.guard}", ids, roots, env_paths, changed)
     channel, rc, trouble = await run_sealed(
         sb, repo, env.activate, command, ":".join([*roots, *env_paths]), timeout_s, MAX_LOG

@@ -173,7 +173,8 @@ def judge(
 
 def score(grading: Any, verdict: Verdict, log_text: str, timed_out: bool, started: float) -> dict:
     """reward 1.0 iff every graded test passed, by the guard's events and the runner's output alike, and
-    the run can be trusted. grading: its fail_to_pass, pass_to_pass and test_ids (evaluate.Grading)."""
+    the run can be trusted. grading: its test_ids and `passed` (grading.Grading): F2P and P2P are counted
+    per id of the row (a Django docstring line or a SymPy name passes when every test it names passed)."""
     ids = grading.test_ids
     results = verdict.statuses
     failed = [t for t in ids if results.get(t) != "passed"]
@@ -185,8 +186,8 @@ def score(grading: Any, verdict: Verdict, log_text: str, timed_out: bool, starte
         "tests_passed": len(ids) - len(failed),
         "tests_failed": len(failed),
         "failed_tests": failed[:50],
-        "fail_to_pass_passed": sum(results.get(t) == "passed" for t in grading.fail_to_pass),
-        "pass_to_pass_passed": sum(results.get(t) == "passed" for t in grading.pass_to_pass),
+        "fail_to_pass_passed": grading.passed(grading.row_f2p, results),
+        "pass_to_pass_passed": grading.passed(grading.row_p2p, results),
         "tests_timed_out": timed_out,
         "eval_seconds": round(time.monotonic() - started, 2),
         "log_tail": log_text[-2000:] if failed or tampered or not verdict.complete else "",

@@ -95,6 +95,37 @@ def eval_script_command(eval_script: str) -> str | None:
     return "\n".join(lines[starts[0] + 1 : ends[0]]).strip() or None
 
 
+def runner_of(row_runner: str | None, repo: str, version: str | None, eval_script: str = "") -> tuple[str, str]:
+    """(our runner, its arguments) for a row: its own `test_runner`, else what the test command of its
+    5.x `eval_script` or of its spec runs: Django's `tests/runtests.py <args>`, SymPy's `bin/test`, or
+    pytest (whose options the pytest runner sets itself: -rA is one of them)."""
+    if row_runner:
+        return row_runner, ""
+    command = eval_script_command(eval_script) if eval_script else None
+    if command is None and (spec := spec_for(repo, version)) is not None:
+        command = spec.test_cmd
+    words = (command or "").split()
+    for i, word in enumerate(words):
+        if word.endswith("tests/runtests.py"):
+            return "django", " ".join(_options(words[i + 1 :]))
+        if word.endswith("bin/test"):
+            return "sympy", ""
+    return "pytest", ""
+
+
+def _options(words: list[str]) -> list[str]:
+    """The options of a command line (`--parallel 1` with its number), not its test labels."""
+    kept, i = [], 0
+    while i < len(words):
+        if words[i].startswith("-"):
+            kept.append(words[i])
+            if "=" not in words[i] and i + 1 < len(words) and words[i + 1].isdigit():
+                kept.append(words[i + 1])
+                i += 1
+        i += 1
+    return kept
+
+
 # ---------------------------------------------------------------------- the log rules
 
 

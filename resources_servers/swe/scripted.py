@@ -12,11 +12,16 @@ from __future__ import annotations
 import shlex
 
 from prorl_gym.scripted import Step, call
+from resources_servers.swe.repos import repo_env
+
+
+def _repo(row: dict) -> str:
+    return shlex.quote(repo_env(row).repo_path)  # /workspace, or the image's /testbed
 
 
 def _pytest(row: dict) -> str:
     tests = " ".join(shlex.quote(t) for t in row["FAIL_TO_PASS"][:3])
-    return f"cd /workspace && python -m pytest -q -p no:cacheprovider -o addopts= {tests} 2>&1 | tail -15"
+    return f"cd {_repo(row)} && python -m pytest -q -p no:cacheprovider -o addopts= {tests} 2>&1 | tail -15"
 
 
 def script(row: dict, mode: str, tool_calls: int = 1) -> list[Step]:
@@ -26,7 +31,7 @@ def script(row: dict, mode: str, tool_calls: int = 1) -> list[Step]:
     fix = Step(
         content="Applying the fix.",
         tool_calls=[
-            call("bash", {"command": f"cd /workspace && git apply <<'PRORL_PATCH'\n{row['patch']}PRORL_PATCH"})
+            call("bash", {"command": f"cd {_repo(row)} && git apply <<'PRORL_PATCH'\n{row['patch']}PRORL_PATCH"})
         ],
     )
     steps = [
