@@ -4,6 +4,7 @@
 
     python resources_servers/swe/data/prepare.py [--per-project 24] [--seed 0] [--workers 2] [--out DIR]
     python resources_servers/swe/data/prepare.py --verify     # re-check the shipped tasks through the evaluator
+    python resources_servers/swe/data/prepare.py --projects django,sympy --per-project 12 --merge  # add/replace some
 
 For each project (data/projects.py: a pure-Python sdist whose own suite passes in our sandbox
 with its pinned test requirements; pytest or unittest): download the sdist (sha256-pinned,
@@ -406,6 +407,9 @@ def main() -> None:
     parser.add_argument(
         "--verify", action="store_true", help="re-check <out>/tasks.jsonl through the evaluator (gold 1.0, no-op 0.0)"
     )
+    parser.add_argument(
+        "--merge", action="store_true", help="keep <out>/tasks.jsonl's tasks of the other projects, replace these"
+    )
     args = parser.parse_args()
     started = time.monotonic()
     root = tempfile.mkdtemp(prefix="prorl-swe-", dir="/tmp")
@@ -418,9 +422,16 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.merge and (args.out / "tasks.jsonl").exists():
+        rebuilt = {p.repo for p in projects}
+        kept = [json.loads(line) for line in (args.out / "tasks.jsonl").read_text().splitlines()]
+        order = {p.repo: i for i, p in enumerate(PROJECTS)}
+        tasks = sorted([t for t in kept if t["repo"] not in rebuilt] + tasks, key=lambda t: order.get(t["repo"], -1))
     for name, subset in (("tasks.jsonl", tasks), ("example.jsonl", pick_examples(tasks))):
         (args.out / name).write_text("".join(json.dumps(build_row(t)) + "\n" for t in subset))
-    counts = {p.name: sum(t["repo"] == p.repo for t in tasks) for p in projects}
+    counts = {
+        p.name: sum(t["repo"] == p.repo for t in tasks) for p in PROJECTS if any(t["repo"] == p.repo for t in tasks)
+    }
     print(f"wrote {len(tasks)} tasks {counts} to {args.out} in {time.monotonic() - started:.0f}s")
 
 
