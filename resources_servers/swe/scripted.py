@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 
 from prorl_gym.scripted import Step, call
+from resources_servers.swe.official import runner_of, test_directives
 from resources_servers.swe.repos import repo_env
 
 
@@ -20,6 +21,15 @@ def _repo(row: dict) -> str:
 
 
 def _pytest(row: dict) -> str:
+    """Run the failing tests the way the project runs them (SWE-bench's specs for Django and SymPy)."""
+    runner, _ = runner_of(row.get("test_runner"), row.get("repo", ""), row.get("version"))
+    if runner in ("django", "sympy"):
+        targets = row.get("test_directives") or test_directives(row["repo"], row.get("test_patch", ""))
+        files = " ".join(shlex.quote(t) for t in targets[:3])
+        if runner == "django":
+            return f"cd {_repo(row)} && python tests/runtests.py --settings=test_sqlite --parallel 1 {files} 2>&1 | tail -15"
+        run = "import sys, sympy.testing.runtests as r; r._test(*sys.argv[1:], verbose=True)"
+        return f"cd {_repo(row)} && python -c {shlex.quote(run)} {files} 2>&1 | tail -15"
     tests = " ".join(shlex.quote(t) for t in row["FAIL_TO_PASS"][:3])
     return f"cd {_repo(row)} && python -m pytest -q -p no:cacheprovider -o addopts= {tests} 2>&1 | tail -15"
 

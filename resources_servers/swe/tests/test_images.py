@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
@@ -31,21 +32,25 @@ from prorl_gym.stack import Stack, collected_records
 from resources_servers.swe.data.images import image_name, task_image
 from resources_servers.swe.prompts import build_row
 from resources_servers.swe.repos import DEFAULT_ACTIVATE, stage_repo, task_spec
-from resources_servers.swe.runners import runner_for
+from resources_servers.swe.runners import django_dotted, runner_for
 from tests.sandbox.container_engine import engine_or_skip
 
 SWE = environment("swe")
 TASKS = [json.loads(line) for line in (SWE.folder / "data" / "tasks.jsonl").read_text().splitlines()]
 # (instance id of the local task, naming convention, number in the new instance id)
-IMAGES = [("toolz__1.2.0.diff.remove_assign_7dc2c3", "swe-gym", 90001)]
+DJANGO = next(
+    t["instance_id"] for t in TASKS if t["repo"] == "django/django" and all("(" in i for i in t["FAIL_TO_PASS"])
+)
+IMAGES = [("toolz__1.2.0.diff.remove_assign_7dc2c3", "swe-gym", 90001), (DJANGO, "swebench", 90002)]
 NOOP = "diff --git a/NOTES.txt b/NOTES.txt\nnew file mode 100644\n--- /dev/null\n+++ b/NOTES.txt\n@@ -0,0 +1 @@\n+no fix\n"
 
 
 def failing_defs(task: dict) -> dict[str, set[tuple[tuple[str, ...], str]]]:
+    """The failing tests' defs: file -> (classes, name)."""
     runner = runner_for(task.get("test_runner"))
     found: dict[str, set] = {}
     for test in task["FAIL_TO_PASS"]:
-        test_id = runner.parse_id(test)
+        test_id = runner.parse_id(django_dotted(test) or test)
         found.setdefault(test_id.file, set()).add((test_id.owners, test_id.name))
     return found
 
@@ -86,12 +91,13 @@ async def test_the_agent_never_sees_the_test_patch_and_the_testbed_is_activated(
         for row in rows:
             async with await create_sandbox(task_spec(spec, row, None), backends=backends) as sb:
                 assert await stage_repo(sb, row) == "/testbed"
-                removed = [line[1:] for line in row["test_patch"].splitlines() if line.startswith("+def ")]
+                removed = [line[1:] for line in row["test_patch"].splitlines() if line[1:].lstrip().startswith("def ")]
                 assert removed
                 grep = await sb.bash(
-                    f"cd /testbed && git grep -n -F {json.dumps(removed[0].strip())} ; git log --oneline | wc -l"
+                    f"cd /testbed && {{ git grep -q -F {shlex.quote(removed[0].strip())} && echo FOUND; }}; "
+                    "git log --oneline | wc -l"
                 )
-                assert grep.output.strip().splitlines()[-1] == "1", grep.output  # one commit, no failing test
+                assert grep.output.split() == ["1"], grep.output  # one commit, and no failing test in it
                 which = await sb.bash(
                     f"{DEFAULT_ACTIVATE} && echo $CONDA_DEFAULT_ENV $(command -v python) && "
                     "source /opt/miniconda3/bin/activate && conda activate testbed && python -c 'import sys; print(sys.prefix)'"
