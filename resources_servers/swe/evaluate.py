@@ -211,7 +211,13 @@ def _dropped(plan) -> dict[str, Any]:
     return {"dropped": plan.dropped, "test_files_dropped": sorted(plan.dropped), "tool_config": plan.tool_config}
 
 
-GUARDS = ("prorl_seal.py", "prorl_pytest_guard.py", "prorl_unittest_guard.py", "prorl_django_guard.py", "prorl_sympy_guard.py")
+GUARDS = (
+    "prorl_seal.py",
+    "prorl_pytest_guard.py",
+    "prorl_unittest_guard.py",
+    "prorl_django_guard.py",
+    "prorl_sympy_guard.py",
+)
 
 
 def bundle(repo_dir: Path | None, test_patch: str) -> bytes:

@@ -42,6 +42,7 @@ DJANGO = next(
     t["instance_id"] for t in TASKS if t["repo"] == "django/django" and all("(" in i for i in t["FAIL_TO_PASS"])
 )
 IMAGES = [("toolz__1.2.0.diff.remove_assign_7dc2c3", "swe-gym", 90001), (DJANGO, "swebench", 90002)]
+START_S = 300
 NOOP = "diff --git a/NOTES.txt b/NOTES.txt\nnew file mode 100644\n--- /dev/null\n+++ b/NOTES.txt\n@@ -0,0 +1 @@\n+no fix\n"
 
 
@@ -85,7 +86,9 @@ def test_rows_follow_swebench_and_swe_gym_conventions(images):
 
 async def test_the_agent_never_sees_the_test_patch_and_the_testbed_is_activated(images, sandbox_root):
     socket_path, rows = images
-    spec = SandboxSpec(backend=ContainerOptions(socket=socket_path), root_dir=sandbox_root)
+    # The container's spawner hands /testbed to the sandbox uid before it says it is ready: a copy of every file
+    # of the image's repository (Django's: ~6,000) on the engine's disk.
+    spec = SandboxSpec(backend=ContainerOptions(socket=socket_path), root_dir=sandbox_root, start_timeout_s=START_S)
     backends = Backends()
     try:
         for row in rows:
@@ -122,6 +125,7 @@ def test_images_graded_through_ng_run_gold_one_noop_zero(images, tmp_path):
     overrides = [
         f"+{SWE.server_key}.sandbox.root_dir={root}",
         f"++{SWE.server_key}.sandbox.backend={{kind:container,socket:'{socket_path}'}}",
+        f"++{SWE.server_key}.sandbox.start_timeout_s={START_S}",
     ]
     try:
         with Stack(

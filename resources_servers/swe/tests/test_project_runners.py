@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
-from resources_servers.swe.evaluate import agent_diff, evaluate_patch
+from resources_servers.swe.evaluate import evaluate_patch
 from resources_servers.swe.repos import prepare_repo, prepare_test_env, stage_repo, task_spec
 from resources_servers.swe.runners import Django, Sympy, django_dotted
+from resources_servers.swe.steps import agent_diff
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TASKS = [json.loads(line) for line in (DATA / "tasks.jsonl").read_text().splitlines()]
@@ -44,8 +45,9 @@ async def grade(row: dict, patch: str, spec: SandboxSpec) -> dict:
     return await evaluate_patch(row, patch, spec, repo, 300, test_env=env)
 
 
-async def tamper(row: dict, spec: SandboxSpec, files: dict[str, str]) -> dict:
-    """Act as the agent (write `files`; a leading + appends) in its own sandbox; grade its diff as the server does."""
+async def tamper(row: dict, spec: SandboxSpec, files: dict[str, str], screen_code: bool = True) -> dict:
+    """Act as the agent (write `files`; a leading + appends) in its own sandbox; grade its diff as the server
+    does (screen_code=False: past the static screen, to try the guard and the controls behind it)."""
     repo, env = await prepare_repo(row), await prepare_test_env(row, spec.kernel_python)
     async with await create_sandbox(task_spec(spec, row, repo, env)) as sb:
         await stage_repo(sb, row)
@@ -56,7 +58,7 @@ async def tamper(row: dict, spec: SandboxSpec, files: dict[str, str]) -> dict:
             await sb.write_file(f"/workspace/{path}", text)
         patch = await agent_diff(sb, row["base_commit"])
     assert patch.strip(), "the attempt produced no diff"
-    return await evaluate_patch(row, patch, spec, repo, 300, test_env=env)
+    return await evaluate_patch(row, patch, spec, repo, 300, test_env=env, screen_code=screen_code)
 
 
 def assert_zero(result: dict) -> None:
@@ -206,6 +208,9 @@ async def test_the_runner_and_the_tests_are_not_the_patchs(row, files, spec):
     ids=[f"django-{w}" for w in DJANGO_IN_PROCESS] + [f"sympy-{w}" for w in SYMPY_IN_PROCESS],
 )
 async def test_tampering_from_inside_the_test_process_scores_zero(row, what, spec):
+    """Past the static screen (which refuses most of these: the runner's internals), the guard and the
+    controls alone: zero, with the reason the run gave."""
     payloads = DJANGO_IN_PROCESS if row["test_runner"] == "django" else SYMPY_IN_PROCESS
-    result = await tamper(row, spec, {"+" + row["mutation"]["file"]: "\n\n" + payloads[what]})
+    result = await tamper(row, spec, {"+" + row["mutation"]["file"]: "\n\n" + payloads[what]}, screen_code=False)
     assert_zero(result)
+    print(what, result.get("reason"), result.get("tamper_evidence"))
