@@ -74,7 +74,7 @@ def probe(seal, root, env_paths, tests):
                 break
             top = parts[i - 1]
         tops.add(top)
-    shadowed, here = [], os.path.realpath(root) + "/"
+    shadowed = []
     for top in sorted(tops):
         try:
             spec = importlib.util.find_spec(top)
