@@ -146,6 +146,12 @@ test: setup link-venvs configs lint
 test-real-model: setup link-venvs configs
 	PRORL_REAL_MODEL_FULL=1 $(PY) -m pytest -q tests/test_real_model_full.py
 
+# Django's and SymPy's runners against every tampering attempt, and the Django SWE-bench-layout image
+# (`make test` runs one attempt per runner and the toolz image; resources_servers/swe/README.md).
+.PHONY: test-swe-full
+test-swe-full: setup link-venvs configs
+	PRORL_SWE_FULL=1 $(PY) -m pytest -q -rs resources_servers/swe/tests/test_project_runners.py resources_servers/swe/tests/test_images.py
+
 # ruff: NeMo Gym's settings (line length 119, isort); config in pyproject.toml.
 .PHONY: lint
 lint: setup

@@ -9,13 +9,15 @@ with the failing tests in `test_patch` (applied by the grader, never in the agen
 `environment` or `test_runner`: the grader takes both from the row as SWE-bench's harness does. The
 scripted policy applies the gold patch (1.0) or a patch that changes nothing the tests see (0.0).
 
-Skipped, with the reason, where no engine can be run (tests/sandbox/container_engine.py).
+Skipped, with the reason, where no engine can be run (tests/sandbox/container_engine.py). `make test` builds
+the toolz image (SWE-Gym's naming); `make test-swe-full` adds a Django one (SWE-bench's naming, Django's runner).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
 import shutil
 import tempfile
@@ -41,7 +43,10 @@ TASKS = [json.loads(line) for line in (SWE.folder / "data" / "tasks.jsonl").read
 DJANGO = next(
     t["instance_id"] for t in TASKS if t["repo"] == "django/django" and all("(" in i for i in t["FAIL_TO_PASS"])
 )
-IMAGES = [("toolz__1.2.0.diff.remove_assign_7dc2c3", "swe-gym", 90001), (DJANGO, "swebench", 90002)]
+IMAGES = [("toolz__1.2.0.diff.remove_assign_7dc2c3", "swe-gym", 90001)]
+# Django's image (~6,000 files at /testbed, each handed to the sandbox uid at start): `make test-swe-full`.
+if os.environ.get("PRORL_SWE_FULL") == "1":
+    IMAGES.append((DJANGO, "swebench", 90002))
 START_S = 300
 NOOP = "diff --git a/NOTES.txt b/NOTES.txt\nnew file mode 100644\n--- /dev/null\n+++ b/NOTES.txt\n@@ -0,0 +1 @@\n+no fix\n"
 
@@ -72,6 +77,16 @@ async def build_rows(socket_path: str) -> list[dict]:
 def images():
     socket_path, _ = engine_or_skip()
     return socket_path, asyncio.run(build_rows(socket_path))
+
+
+def test_image_names_are_swebench_and_swe_gym_ones():
+    # as the published images are named (swebench/sweb.eval.x86_64.*, xingyaoww/sweb.eval.x86_64.*)
+    assert (
+        image_name("django__django-11099", "swebench") == "swebench/sweb.eval.x86_64.django_1776_django-11099:latest"
+    )
+    assert image_name("sympy__sympy-20590", "swe-gym") == "xingyaoww/sweb.eval.x86_64.sympy_s_sympy-20590:latest"
+    with pytest.raises(ValueError, match="swebench or swe-gym"):
+        image_name("a__b-1", "r2e")
 
 
 def test_rows_follow_swebench_and_swe_gym_conventions(images):

@@ -12,11 +12,15 @@ SymPy 1.14.0 (data/tasks.jsonl), real sandboxes, the grader's own path.
   failing tests rewritten, and from inside the test process: unittest's or SymPy's reporting replaced,
   Django's runner given another result class, a run that exits early. None fixes the bug: every one
   scores 0.0.
+
+Each graded run of these suites costs tens of seconds on a loaded machine: `make test` tries one attempt
+from inside the test process per runner; `make test-swe-full` (PRORL_SWE_FULL=1) tries all of them.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -32,6 +36,7 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 TASKS = [json.loads(line) for line in (DATA / "tasks.jsonl").read_text().splitlines()]
 DJANGO = next(t for t in TASKS if t["repo"] == "django/django")
 SYMPY = next(t for t in TASKS if t["repo"] == "sympy/sympy")
+FULL = os.environ.get("PRORL_SWE_FULL") == "1"
 NOOP = "diff --git a/NOTES.txt b/NOTES.txt\nnew file mode 100644\n--- /dev/null\n+++ b/NOTES.txt\n@@ -0,0 +1 @@\n+no fix\n"
 
 
@@ -202,15 +207,26 @@ async def test_the_runner_and_the_tests_are_not_the_patchs(row, files, spec):
     assert set(p.removeprefix("+") for p in files) <= set(result["test_files_dropped"]), result
 
 
-@pytest.mark.parametrize(
-    "row, what",
-    [(DJANGO, w) for w in DJANGO_IN_PROCESS] + [(SYMPY, w) for w in SYMPY_IN_PROCESS],
-    ids=[f"django-{w}" for w in DJANGO_IN_PROCESS] + [f"sympy-{w}" for w in SYMPY_IN_PROCESS],
-)
+IN_PROCESS_DEFAULT = {"Django's runner told to use it", "a runner that passes everything"}  # one per runner
+
+
+def in_process(row: dict, payloads: dict[str, str]):
+    full = "make test-swe-full (PRORL_SWE_FULL=1) tries it; make test tries one per runner"
+    return [
+        pytest.param(
+            row,
+            what,
+            id=f"{row['test_runner']}-{what}",
+            marks=[] if FULL or what in IN_PROCESS_DEFAULT else pytest.mark.skip(reason=full),
+        )
+        for what in payloads
+    ]
+
+
+@pytest.mark.parametrize("row, what", in_process(DJANGO, DJANGO_IN_PROCESS) + in_process(SYMPY, SYMPY_IN_PROCESS))
 async def test_tampering_from_inside_the_test_process_scores_zero(row, what, spec):
     """Past the static screen (which refuses most of these: the runner's internals), the guard and the
     controls alone: zero, with the reason the run gave."""
     payloads = DJANGO_IN_PROCESS if row["test_runner"] == "django" else SYMPY_IN_PROCESS
     result = await tamper(row, spec, {"+" + row["mutation"]["file"]: "\n\n" + payloads[what]}, screen_code=False)
     assert_zero(result)
-    print(what, result.get("reason"), result.get("tamper_evidence"))
