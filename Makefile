@@ -150,7 +150,7 @@ test-real-model: setup link-venvs configs
 # (`make test` runs one attempt per runner and the toolz image; resources_servers/swe/README.md).
 .PHONY: test-swe-full
 test-swe-full: setup link-venvs configs
-	PRORL_SWE_FULL=1 $(PY) -m pytest -q -rs resources_servers/swe/tests/test_project_runners.py resources_servers/swe/tests/test_images.py
+	PRORL_SWE_FULL=1 $(PY) -m pytest -q -rs --timeout 1200 resources_servers/swe/tests/test_project_runners.py resources_servers/swe/tests/test_images.py
 
 # ruff: NeMo Gym's settings (line length 119, isort); config in pyproject.toml.
 .PHONY: lint
