@@ -60,7 +60,9 @@ class SweTask(SeedSessionRequest):
     PASS_TO_PASS: list[str] = Field(default_factory=list)
     test_patch: str = ""
     environment: dict[str, Any] = Field(default_factory=dict)
-    test_runner: Literal["pytest", "unittest"] = "pytest"  # how FAIL_TO_PASS / PASS_TO_PASS ids run
+    # How FAIL_TO_PASS / PASS_TO_PASS ids run; None (SWE-bench's rows): what SWE-bench's harness runs for the row's
+    # repository and version (official.runner_of: Django's runtests.py, SymPy's bin/test, else pytest).
+    test_runner: Literal["pytest", "unittest", "django", "sympy"] | None = None
 
     @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
     @classmethod

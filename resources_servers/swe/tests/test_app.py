@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from prorl_gym.testing import transcript
-from resources_servers.swe.app import SweResourcesServer
+from resources_servers.swe.app import SweResourcesServer, SweTask
+from resources_servers.swe.grading import plan_grading
+from resources_servers.swe.repos import repo_env
 
 EXAMPLE = [json.loads(line) for line in (Path(__file__).resolve().parents[1] / "data" / "example.jsonl").open()]
 
@@ -89,3 +92,19 @@ def test_shared_init_stages_a_task_once_and_scores_every_sample_as_unshared(clie
     assert rewards["shared"] == rewards["unshared"] == [1.0, 0.0, 1.0]
     status = shared.get("/status").json()["shared_init"]
     assert status["templates"] == 1 and status["forks"] == 3
+
+
+def test_a_row_names_a_graded_runner_or_gets_the_one_swebench_runs_for_it():
+    """Django's and SymPy's runners are accepted by name; a SWE-bench row without one gets its harness's
+    runner from its repository and version; an unknown runner is refused (422), never graded as pytest."""
+    tasks = [json.loads(line) for line in (Path(__file__).resolve().parents[1] / "data" / "tasks.jsonl").open()]
+    for repo, runner, version in (("django/django", "django", "5.2.8"), ("sympy/sympy", "sympy", "1.13")):
+        row = next(t for t in tasks if t["repo"] == repo)
+        assert SweTask.model_validate(row).test_runner == runner
+        task = SweTask.model_validate({k: v for k, v in row.items() if k != "test_runner"} | {"version": version})
+        assert task.test_runner is None
+        assert plan_grading(task, repo_env(task)).runner.name == runner  # the spec's command: runtests.py, bin/test
+    task = SweTask.model_validate({k: v for k, v in tasks[0].items() if k != "test_runner"})
+    assert plan_grading(task, repo_env(task)).runner.name == "pytest"
+    with pytest.raises(ValidationError, match="test_runner"):
+        SweTask.model_validate(tasks[0] | {"test_runner": "nose"})
