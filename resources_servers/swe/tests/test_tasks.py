@@ -154,11 +154,11 @@ async def test_agent_diff_is_what_the_agent_changed(sandbox_root):
 
 
 async def test_gold_patches_of_every_project_resolve(sandbox_root):
-    """The first tasks of each project in tasks.jsonl (the prepare script validated all of them the same way)."""
+    """The first tasks of each project in tasks.jsonl (the prepare script validated all of them the same way);
+    Django's and SymPy's: tests/test_project_runners.py (each of their graded runs costs tens of seconds)."""
     gate, spec, started = asyncio.Semaphore(2), SandboxSpec(root_dir=sandbox_root), time.monotonic()
-    sample = [
-        row for repo in sorted({r["repo"] for r in TASKS}) for row in [r for r in TASKS if r["repo"] == repo][:2]
-    ]
+    own = [r for r in TASKS if r.get("test_runner") not in ("django", "sympy")]
+    sample = [row for repo in sorted({r["repo"] for r in own}) for row in [r for r in own if r["repo"] == repo][:2]]
 
     async def gold(row: dict) -> float:
         async with gate:
