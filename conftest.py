@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 
 import pytest
 from fastapi.testclient import TestClient
 
-from prorl_gym.testing import build_server
+from prorl_gym.stack import lean_ray_cluster
+from prorl_gym.testing import build_server, traversable_dir
 
 
 @pytest.fixture
@@ -49,9 +49,7 @@ def _server_factory(make_root):
 
 
 def _traversable_root() -> str:
-    root = tempfile.mkdtemp(prefix="prorl-test-", dir="/tmp")
-    os.chmod(root, 0o711)
-    return root
+    return str(traversable_dir())
 
 
 @pytest.fixture
@@ -65,3 +63,11 @@ def serve_once():
     """A server per test module: starting one (verifier workers, kernel zygote, indexes)
     costs seconds; tests seed their own sessions, so they share no state through it."""
     yield from _server_factory(_traversable_root)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory):
+    """One lean Ray cluster that every stack of the session joins in turn (Stack(ray=...)): a stack's own costs
+    ~10 CPU-seconds to start and stop, and the stacks run one after the other."""
+    with lean_ray_cluster(tmp_path_factory.mktemp("ray") / "logs") as cluster:
+        yield cluster

@@ -22,8 +22,8 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -75,6 +75,15 @@ def stop_session(proc: subprocess.Popen, grace_s: float = 15.0, sig: int = signa
         proc.wait()
 
 
+@dataclass(frozen=True)
+class RayCluster:
+    """A running Ray cluster a stack joins instead of starting its own: its address, and the environment a
+    process joining it needs (prorl_gym/ray_head.py writes both)."""
+
+    address: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
 @dataclass
 class Stack:
     config_paths: list[str]
@@ -103,6 +112,9 @@ class Stack:
     # ahead of use; ~300 MiB less) and hand it to ng_run, instead of ng_run starting Ray's defaults.
     # Not where an override names a cluster already (+ray_head_node_address=...).
     lean_ray: bool = True
+    # A lean cluster already running (lean_ray_cluster()) that this stack joins, and leaves running: stacks that
+    # run one after the other (the tests') start Ray once between them instead of once each.
+    ray: RayCluster | None = None
     _procs: list[subprocess.Popen] = field(default_factory=list)
 
     _ray_address: str | None = None
@@ -176,7 +188,9 @@ class Stack:
         elif self.policy_data is not None:
             self._start_policy()
             overrides.append(f"+policy_base_url=http://127.0.0.1:{self.policy_port}/v1")
-        if self.lean_ray and not any("ray_head_node_address=" in o for o in overrides):
+        if self.ray is not None:
+            self._ray_address, self.env = self.ray.address, self.env | self.ray.env
+        elif self.lean_ray and not any("ray_head_node_address=" in o for o in overrides):
             self._start_ray()
         self._start_ng_run([*self.start_command, *self.common_overrides, *overrides])
 
@@ -363,6 +377,18 @@ def cpu_rollout_limits(agent: str, **limits: int) -> list[str]:
     """ng_run overrides of an agent's limits for rollouts of a model on the CPU (CPU_ROLLOUT_LIMITS, or these)."""
     chosen = CPU_ROLLOUT_LIMITS | limits
     return [f"+{agent}.responses_api_agents.prorl_agent.limits.{key}={value}" for key, value in chosen.items()]
+
+
+@contextmanager
+def lean_ray_cluster(log_dir: Path) -> Iterator[RayCluster]:
+    """A lean Ray cluster (prorl_gym/ray_head.py, started as a Stack starts its own) for several stacks to join
+    in turn (Stack(ray=...)); it stops when the block ends."""
+    head = Stack([], log_dir=log_dir)
+    try:
+        head._start_ray()
+        yield RayCluster(head._ray_address, dict(head.env))
+    finally:
+        head.stop()
 
 
 def run_cli(main: Callable[[], int | None]) -> NoReturn:

@@ -4,9 +4,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
+import tempfile
 import time
 import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +21,10 @@ from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.server_utils import ServerClient
 from omegaconf import OmegaConf
 
+from prorl_gym.client import agent_url
 from prorl_gym.environments import environment
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.stack import Stack
+from prorl_gym.stack import RayCluster, Stack
 from prorl_gym.supervise import read_child_pid
 
 # Run in a sandbox's agent shell: every other bash of the sandbox (the harness's file shell) stops,
@@ -27,6 +33,55 @@ STOP_OTHER_SHELLS = (
     'for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" != $$ ] && [ "$(cat $d/comm 2>/dev/null)" = bash ] '
     '&& kill -STOP "$p"; done; echo stopped'
 )
+
+
+def traversable_dir(prefix: str = "prorl-test-") -> Path:
+    """A new directory under /tmp that the unprivileged sandbox uid can traverse (mkdtemp makes 0700, and so are
+    pytest's tmp dirs): a sandbox root. Short, as the socket paths below it must be."""
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
+    root.chmod(0o711)
+    return root
+
+
+def sandbox_dirs_left(root: Path) -> list[str]:
+    """The sandboxes' directories (and leases) still under a sandbox root: none once every sandbox is released."""
+    left = [p.name for p in root.iterdir() if not p.name.startswith(".")] if root.exists() else []
+    return left + [f".leases/{p.name}" for p in (root / ".leases").glob("*.json")]
+
+
+@contextmanager
+def environment_stack(
+    name: str,
+    log_dir: Path,
+    overrides: Sequence[str] = (),
+    latency_ms: int | None = None,
+    ray: RayCluster | None = None,
+    env: dict[str, str] | None = None,
+    check_released: bool = False,
+) -> Iterator[Stack]:
+    """ng_run serving one environment's stock configs (its resources server, its agent, the model server) and
+    the scripted policy playing its example rows (`latency_ms` per turn), its sandboxes under a fresh
+    traversable root: `stack.sandbox_root`, removed after (`check_released`: first asserted empty of
+    sandboxes and leases). `stack.agent_url` is the agent's URL. `ray`: a running cluster to join."""
+    spec = environment(name)
+    sandbox_root = traversable_dir(f"prorl-{name}-")
+    try:
+        with Stack(
+            spec.config_paths(),
+            overrides=[f"+{spec.server_key}.sandbox.root_dir={sandbox_root}", *overrides],
+            policy_data=[str(spec.example)],
+            policy_args=["--latency-ms", str(latency_ms)] if latency_ms else [],
+            log_dir=log_dir,
+            env=dict(env or {}),
+            ray=ray,
+        ) as stack:
+            stack.sandbox_root = sandbox_root
+            stack.agent_url = asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", spec.agent))
+            yield stack
+        if check_released:
+            assert not sandbox_dirs_left(sandbox_root), f"left behind: {sandbox_dirs_left(sandbox_root)}"
+    finally:
+        shutil.rmtree(sandbox_root, ignore_errors=True)
 
 
 def offline_server_client() -> ServerClient:
@@ -160,7 +215,9 @@ def built_harness_envs() -> list[str]:
     return [name for name in HARNESS_ENVS if (REPO_ROOT / ".venvs" / "harnesses" / name / ".prorl-installed").exists()]
 
 
-def harness_stack(sandbox_root: str | Path, log_dir: Path, overrides: list[str] | None = None) -> Stack:
+def harness_stack(
+    sandbox_root: str | Path, log_dir: Path, overrides: list[str] | None = None, ray: RayCluster | None = None
+) -> Stack:
     """ng_run serving the SWE environment (its own agent `swe_agent` too) and the harness agents, the
     model server in token-in/token-out mode with Qwen3's real tokenizer, and the scripted policy
     playing the SWE example's tasks in whatever harness asks."""
@@ -179,6 +236,7 @@ def harness_stack(sandbox_root: str | Path, log_dir: Path, overrides: list[str] 
         policy_data=[str(swe.example)],
         policy_args=["--tokenizer", "qwen3"],
         log_dir=log_dir,
+        ray=ray,
     )
 
 

@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import signal
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,7 +25,7 @@ from prorl_gym.jsonl import read_jsonl
 from prorl_gym.sandbox.backends.container.backend import OWNER_LABEL, SANDBOX_LABEL
 from prorl_gym.sandbox.backends.container.engine import Engine, json_lines
 from prorl_gym.stack import Stack, collected_records
-from prorl_gym.testing import supervised_server
+from prorl_gym.testing import supervised_server, traversable_dir
 from tests.sandbox.container_engine import engine_or_skip
 
 MATH = environment("math")
@@ -65,10 +64,9 @@ def sandbox_containers(root: Path):
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def stack(tmp_path_factory, ray_cluster):
     socket_path, _image = engine_or_skip()
-    sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-e2e-ct-", dir="/tmp"))  # reachable by the sandbox uid
-    sandbox_root.chmod(0o711)
+    sandbox_root = traversable_dir("prorl-e2e-ct-")
     overrides = [
         f"+{MATH.server_key}.sandbox.root_dir={sandbox_root}",
         f"++{MATH.server_key}.sandbox.backend={{kind:container,socket:'{socket_path}'}}",
@@ -82,6 +80,7 @@ def stack(tmp_path_factory):
         policy_args=["--latency-ms", "100"],
         log_dir=logs,
         env={"PRORL_RESTART_DELAY_S": str(RESTART_DELAY_S)},
+        ray=ray_cluster,
     ) as stack:
         stack.tmp, stack.sandbox_root, stack.socket_path = logs.parent, sandbox_root, socket_path
         yield stack

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 import urllib.request
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import pytest
 from prorl_gym.environments import all_config_paths, discover
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.stack import Stack, collected_records
+from prorl_gym.testing import traversable_dir
 from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
 
 ENVIRONMENTS = {env.name: env for env in discover()}
@@ -43,10 +43,9 @@ def example(env: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def stack(tmp_path_factory, ray_cluster):
     tmp = tmp_path_factory.mktemp("e2e")
-    sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-e2e-", dir="/tmp"))  # reachable by the sandbox uid
-    sandbox_root.chmod(0o711)
+    sandbox_root = traversable_dir("prorl-e2e-")
     overrides = [f"+{env.server_key}.sandbox.root_dir={sandbox_root}" for env in ENVIRONMENTS.values()]
     overrides += [f"+{env.agent_key}.limits.policy_call_timeout_s=5" for env in ENVIRONMENTS.values()]
     # The last test kills the only policy endpoint: its rollouts wait this long for it, then fail typed.
@@ -61,6 +60,7 @@ def stack(tmp_path_factory):
         policy_data=policy_data,
         policy_args=policy_args,
         log_dir=tmp / "logs",
+        ray=ray_cluster,
     ) as stack:
         stack.tmp = tmp
         yield stack

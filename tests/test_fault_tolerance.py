@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -23,12 +21,12 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from prorl_gym.client import JobAPIError, ProRLClient, agent_url
+from prorl_gym.client import JobAPIError, ProRLClient
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import Stack, collected_records
-from prorl_gym.testing import supervised_server, supervisor_of
+from prorl_gym.testing import environment_stack, supervised_server, supervisor_of
 
 MATH = environment("math")
 AGENT = f"+{MATH.agent_key}"
@@ -38,30 +36,13 @@ RESTART_DELAY_S = 20
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-faults-", dir="/tmp"))  # reachable by the sandbox uid
-    sandbox_root.chmod(0o711)
-    overrides = [
-        f"+{MATH.server_key}.sandbox.root_dir={sandbox_root}",
-        f"{AGENT}.retry.backoff_s=0.5",
-        f"{AGENT}.limits.policy_call_timeout_s=10",
-    ]
+def stack(tmp_path_factory, ray_cluster):
+    overrides = [f"{AGENT}.retry.backoff_s=0.5", f"{AGENT}.limits.policy_call_timeout_s=10"]
     logs = tmp_path_factory.mktemp("faults") / "logs"
-    with Stack(
-        MATH.config_paths(),
-        overrides=overrides,
-        policy_data=[str(MATH.example)],
-        policy_args=["--latency-ms", "300"],
-        log_dir=logs,
-        env={"PRORL_RESTART_DELAY_S": str(RESTART_DELAY_S)},
-    ) as stack:
+    env = {"PRORL_RESTART_DELAY_S": str(RESTART_DELAY_S)}
+    with environment_stack("math", logs, overrides, 300, ray_cluster, env, check_released=True) as stack:
         stack.tmp = logs.parent
-        stack.sandbox_root = sandbox_root
-        stack.agent_url = asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", MATH.agent))
         yield stack
-    assert not [p for p in sandbox_root.iterdir() if not p.name.startswith(".")], "sandbox directories left"
-    assert not list((sandbox_root / ".leases").glob("*.json")), "leases left behind"
-    shutil.rmtree(sandbox_root)
 
 
 def kill_when_busy(stack: Stack, folder: Path, busy, timeout_s: float = 60) -> int:

@@ -14,8 +14,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -23,11 +21,10 @@ import aiohttp
 import pytest
 
 from examples.training_loop import training_loop
-from prorl_gym.client import JobAPIError, ProRLClient, agent_url
-from prorl_gym.environments import environment
+from prorl_gym.client import JobAPIError, ProRLClient
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.stack import Stack
+from prorl_gym.testing import environment_stack
 
 EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 AGENT = "+math_agent.responses_api_agents.prorl_agent"
@@ -45,30 +42,16 @@ def sandbox_dirs(root: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-jobs-", dir="/tmp"))  # reachable by the sandbox uid
-    sandbox_root.chmod(0o711)
+def stack(tmp_path_factory, ray_cluster):
     overrides = [
-        f"+math.resources_servers.math.sandbox.root_dir={sandbox_root}",
         f"{AGENT}.limits.policy_call_timeout_s=5",
         f"{AGENT}.max_run_workers=4",
         f"{AGENT}.jobs.max_batch_rows=16",
         f"{AGENT}.retry.recovery_timeout_s=3",  # the last test kills the only policy endpoint
     ]
     logs = tmp_path_factory.mktemp("jobs") / "logs"
-    with Stack(
-        environment("math").config_paths(),
-        overrides=overrides,
-        policy_data=[str(EXAMPLE)],
-        policy_args=["--latency-ms", "400"],
-        log_dir=logs,
-    ) as stack:
-        stack.sandbox_root = sandbox_root
-        stack.agent_url = asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", "math_agent"))
+    with environment_stack("math", logs, overrides, 400, ray_cluster, check_released=True) as stack:
         yield stack
-    assert not sandbox_dirs(sandbox_root), "sandbox directories left behind"
-    assert not list((sandbox_root / ".leases").glob("*.json")), "leases left behind"
-    shutil.rmtree(sandbox_root)
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from benchmarks.peer_nemo_gym import PEER_AGENT, PEER_SERVER, SITE, peer_rows
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import BIN, Stack, collected_records
+from prorl_gym.testing import traversable_dir
 
 MATH_EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 OURS = ("resources_servers/math", "responses_api_agents/prorl_agent", "responses_api_models/balanced_vllm_model")
@@ -47,7 +48,7 @@ nemo_gym_on_prorl:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def stack(tmp_path_factory, ray_cluster):
     scratch = Path(tempfile.mkdtemp(prefix="prorl-interop-", dir="/tmp"))
     links = {PEER_SERVER: SITE / PEER_SERVER, PEER_AGENT: SITE / PEER_AGENT}
     links |= {path: REPO_ROOT / path for path in ("configs", "prorl_gym", *OURS)}
@@ -57,8 +58,7 @@ def stack(tmp_path_factory):
         (scratch / name).parent.mkdir(parents=True, exist_ok=True)
         (scratch / name).symlink_to(target)
     (scratch / "interop.yaml").write_text(CONFIG)
-    sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-interop-sb-", dir="/tmp"))
-    sandbox_root.chmod(0o711)
+    sandbox_root = traversable_dir("prorl-interop-sb-")
     configs = [
         "configs/base.yaml",
         f"{PEER_SERVER}/configs/math_with_code.yaml",
@@ -76,6 +76,7 @@ def stack(tmp_path_factory):
         root=scratch,
         start_command=[str(BIN / "gym"), "env", "start"],
         collect_command=[str(BIN / "gym"), "eval", "run", "--no-serve"],
+        ray=ray_cluster,
     ) as stack:
         stack.scratch = scratch
         yield stack

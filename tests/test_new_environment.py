@@ -22,6 +22,7 @@ from prorl_gym.environments import discover, environment, write_compositions
 from prorl_gym.evaluation.report import build_report
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import Stack, collected_records
+from prorl_gym.testing import traversable_dir
 
 LINKED = ("prorl_gym", "responses_api_agents/prorl_agent", "responses_api_models/balanced_vllm_model")
 
@@ -157,9 +158,8 @@ def checkout():
 
 
 @pytest.fixture(scope="module")
-def stack(checkout, tmp_path_factory):
-    sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-newenv-sb-", dir="/tmp"))
-    sandbox_root.chmod(0o711)
+def stack(checkout, tmp_path_factory, ray_cluster):
+    sandbox_root = traversable_dir("prorl-newenv-sb-")
     echo = environment("echo", checkout)
     with Stack(
         ["configs/echo.yaml"],  # the composition `make configs` wrote, as a user runs it
@@ -167,6 +167,7 @@ def stack(checkout, tmp_path_factory):
         policy_data=[str(echo.example)],
         log_dir=tmp_path_factory.mktemp("newenv") / "logs",
         root=checkout,
+        ray=ray_cluster,
     ) as stack:
         yield stack
     shutil.rmtree(sandbox_root, ignore_errors=True)

@@ -10,19 +10,16 @@ caller gets a policy_down record at once, without a sandbox being made. The poli
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import aiohttp
 import pytest
 
-from prorl_gym.client import ProRLClient, agent_url
-from prorl_gym.environments import environment
+from prorl_gym.client import ProRLClient
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.stack import Stack
+from prorl_gym.testing import environment_stack
 
 EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 AGENT = "+math_agent.responses_api_agents.prorl_agent"
@@ -34,29 +31,15 @@ def sandbox_dirs(root: Path) -> list[Path]:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-down-", dir="/tmp"))  # reachable by the sandbox uid
-    sandbox_root.chmod(0o711)
+def stack(tmp_path_factory, ray_cluster):
     overrides = [
-        f"+math.resources_servers.math.sandbox.root_dir={sandbox_root}",
         f"{AGENT}.max_run_workers=4",
         f"{AGENT}.policy_health.grace_s={GRACE_S}",
         f"{AGENT}.policy_health.poll_s=0.5",
     ]
     logs = tmp_path_factory.mktemp("down") / "logs"
-    with Stack(
-        environment("math").config_paths(),
-        overrides=overrides,
-        policy_data=[str(EXAMPLE)],
-        policy_args=["--latency-ms", "400"],
-        log_dir=logs,
-    ) as stack:
-        stack.sandbox_root = sandbox_root
-        stack.agent_url = asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", "math_agent"))
+    with environment_stack("math", logs, overrides, 400, ray_cluster, check_released=True) as stack:
         yield stack
-    assert not sandbox_dirs(sandbox_root), "sandbox directories left behind"
-    assert not list((sandbox_root / ".leases").glob("*.json")), "leases left behind"
-    shutil.rmtree(sandbox_root)
 
 
 async def until(predicate, timeout_s: float = 60.0, what: str = "condition") -> None:

@@ -8,13 +8,14 @@ machine.)"""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from prorl_gym.runtime.process import session_members
-from prorl_gym.stack import BIN, Stack, StackError
+from prorl_gym.stack import BIN, Stack, StackError, lean_ray_cluster
 
 # Says what the real ng_run says when ray.init's node misses Ray's 30 s, the first $FAILS times.
 FAKE_NG_RUN = """#!/bin/sh
@@ -42,10 +43,14 @@ def fake_ng_run(tmp_path, monkeypatch):
     return script
 
 
-def stack(tmp_path, script, lean_ray: bool = False) -> Stack:
-    logs = tmp_path / "logs"
+def stack(tmp_path, script, lean_ray: bool = False, ray=None, logs: str = "logs") -> Stack:
     return Stack(
-        ["configs/math.yaml"], log_dir=logs, start_command=[str(script)], ready_timeout_s=60, lean_ray=lean_ray
+        ["configs/math.yaml"],
+        log_dir=tmp_path / logs,
+        start_command=[str(script)],
+        ready_timeout_s=60,
+        lean_ray=lean_ray,
+        ray=ray,
     )
 
 
@@ -107,3 +112,25 @@ def test_a_stack_hands_ng_run_a_lean_ray_that_goes_with_it(tmp_path, fake_ng_run
         )
         assert joined.stdout.strip() == "joined 1", joined.stderr[-2000:]
     assert session_members(head.pid) == []  # nothing of it is left
+
+
+def test_stacks_in_turn_join_one_lean_ray_that_outlives_them(tmp_path, fake_ng_run, monkeypatch):
+    monkeypatch.setenv("FAILS", "0")
+    with lean_ray_cluster(tmp_path / "ray") as cluster:
+        for name in ("first", "second"):
+            with stack(tmp_path, fake_ng_run, ray=cluster, logs=name) as running:
+                said = (tmp_path / name / "ng_run.log").read_text()
+                assert f" +ray_head_node_address={cluster.address}" in said
+                assert not (tmp_path / name / "ray_address").exists()  # it started no cluster of its own
+                assert running.environment().items() >= cluster.env.items()
+            joined = subprocess.run(
+                [str(BIN / "python"), "-c", JOIN.format(address=cluster.address)],
+                env=running.environment(),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert joined.stdout.strip() == "joined 1", joined.stderr[-2000:]  # still up once the stack is gone
+    host, port = cluster.address.rsplit(":", 1)
+    with pytest.raises(ConnectionRefusedError), socket.create_connection((host, int(port)), timeout=10):
+        pass  # and down once the block ends

@@ -11,23 +11,18 @@ to results/dashboard/ for a person to look at.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import shutil
-import tempfile
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-from prorl_gym.client import agent_url
 from prorl_gym.dashboard.export import save_snapshot
-from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.stack import Stack
+from prorl_gym.testing import environment_stack
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 try:
@@ -72,27 +67,17 @@ def get(url: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-dash-", dir="/tmp"))  # reachable by the sandbox uid
-    sandbox_root.chmod(0o711)
+def stack(tmp_path_factory, ray_cluster):
     overrides = [
-        f"+math.resources_servers.math.sandbox.root_dir={sandbox_root}",
         f"{AGENT}.max_run_workers=4",
         f"{AGENT}.run_timeout_s=3",
         f"{AGENT}.tracing.keep_recent=64",  # per-call timings in the transcript
         f"{AGENT}.dashboard.sample_s=0.5",
         f"{AGENT}.journal.dir={tmp_path_factory.mktemp('journal')}",
     ]
-    with Stack(
-        environment("math").config_paths(),
-        overrides=overrides,
-        policy_data=[str(EXAMPLE)],
-        policy_args=["--latency-ms", "150"],
-        log_dir=tmp_path_factory.mktemp("dash") / "logs",
-    ) as stack:
-        stack.agent_url = asyncio.run(agent_url(f"http://127.0.0.1:{stack.head_port}", "math_agent"))
+    logs = tmp_path_factory.mktemp("dash") / "logs"
+    with environment_stack("math", logs, overrides, 150, ray_cluster) as stack:
         yield stack
-    shutil.rmtree(sandbox_root, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import tempfile
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -25,7 +23,7 @@ from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.pipeline.tokens import token_ids_contiguous
 from prorl_gym.stack import collected_records
-from prorl_gym.testing import built_harness_envs, harness_stack
+from prorl_gym.testing import built_harness_envs, harness_stack, traversable_dir
 from prorl_gym.tokens.template import text_of
 from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
 
@@ -49,14 +47,13 @@ TASKS = 2  # of the example's five
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def stack(tmp_path_factory, ray_cluster):
     tmp = tmp_path_factory.mktemp("harness")
-    sandbox_root = Path(tempfile.mkdtemp(prefix="prorl-harness-", dir="/tmp"))  # reachable by the sandbox uid
-    sandbox_root.chmod(0o711)
+    sandbox_root = traversable_dir("prorl-harness-")
     timeouts = [
         f"+{agent}.responses_api_agents.prorl_agent.limits.policy_call_timeout_s=30" for agent in AGENTS.values()
     ]
-    with harness_stack(sandbox_root, tmp / "logs", timeouts) as stack:
+    with harness_stack(sandbox_root, tmp / "logs", timeouts, ray_cluster) as stack:
         stack.tmp = tmp
         yield stack
     assert not [p for p in sandbox_root.iterdir() if not p.name.startswith(".")], "sandbox directories left behind"

@@ -7,14 +7,9 @@ survivor and every row gets its reward."""
 
 import asyncio
 import json
-import shutil
-import tempfile
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-
-import pytest
 
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.stack import Stack, free_port
@@ -41,15 +36,7 @@ def endpoints(port: int) -> dict[str, dict]:
         return {e["url"]: e for e in json.load(r)["endpoints"]}
 
 
-@pytest.fixture
-def sandbox_dir():
-    root = Path(tempfile.mkdtemp(prefix="prorl-balanced-", dir="/tmp"))  # reachable by the sandbox uid
-    root.chmod(0o711)
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def test_two_endpoints_from_the_cli_and_one_dies_mid_collection(tmp_path, sandbox_dir):
+def test_two_endpoints_from_the_cli_and_one_dies_mid_collection(tmp_path, sandbox_root, ray_cluster):
     policies = Policies(tmp_path)
     doomed, survivor = asyncio.run(policies.start(2, latency_ms=1500))
     model_port = free_port()
@@ -58,11 +45,11 @@ def test_two_endpoints_from_the_cli_and_one_dies_mid_collection(tmp_path, sandbo
         f"+{MODEL}.port={model_port}",
         f"+{MODEL}.health_interval_s=0.5",
         f"+{MODEL}.health_timeout_s=1",
-        f"+math.resources_servers.math.sandbox.root_dir={sandbox_dir}",
+        f"+math.resources_servers.math.sandbox.root_dir={sandbox_root}",
         "+math_agent.responses_api_agents.prorl_agent.limits.policy_call_timeout_s=60",
     ]
     try:
-        with Stack(CONFIGS, overrides=overrides, log_dir=tmp_path / "logs") as stack:
+        with Stack(CONFIGS, overrides=overrides, log_dir=tmp_path / "logs", ray=ray_cluster) as stack:
             assert list(endpoints(model_port)) == [doomed.url, survivor.url]
             # Ten concurrent rollouts of 2 turns (1.5 s each): kill one endpoint once all ten
             # sessions are placed (five each) and its five have their first turn, mid-way.
