@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import resource
 import shutil
-import tempfile
 from pathlib import Path
+
+from prorl_gym.testing import traversable_dir
 
 RESULTS_DIR = Path(__file__).resolve().parents[1] / "results" / "bench"
 
@@ -22,8 +22,7 @@ def ms(seconds: float) -> float:
 @contextlib.contextmanager
 def sandbox_root():
     """A root for sandboxes the unprivileged sandbox uid can reach (mkdtemp makes 0700)."""
-    root = tempfile.mkdtemp(prefix="prorl-bench-", dir="/tmp")
-    os.chmod(root, 0o711)
+    root = str(traversable_dir("prorl-bench-"))
     try:
         yield root
     finally:

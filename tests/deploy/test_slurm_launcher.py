@@ -19,6 +19,7 @@ from prorl_gym.sandbox.backends.local.processes import processes_naming
 from prorl_gym.sandbox.backends.ray.local_cluster import NODE_IP
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.stack import BIN, collected_records, free_port
+from prorl_gym.testing import traversable_dir
 from tests.slurm_cluster import LocalSlurm, available
 
 AVAILABLE, WHY = available()
@@ -42,8 +43,7 @@ def wait_for(predicate, what: str, timeout_s: float, log: Path) -> None:
 
 
 def test_a_job_serves_rollouts_from_hosts_on_its_nodes_and_scancel_stops_it(slurm, tmp_path):
-    root = Path(tempfile.mkdtemp(prefix="prorl-slurm-", dir="/tmp"))  # the sandbox uid must traverse it
-    root.chmod(0o711)
+    root = traversable_dir("prorl-slurm-")
     ray_tmp = Path(tempfile.mkdtemp(prefix="rs-", dir="/tmp"))  # short: Ray's socket paths live below it
     head_port, log = free_port(), tmp_path / "job.log"
     env = slurm.env | {

@@ -10,22 +10,18 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
 
 from prorl_gym.evaluation.report import REWARD_PNG, SECTIONS, TIMING_PNG
 from prorl_gym.paths import REPO_ROOT
+from prorl_gym.testing import traversable_dir
 
 
 @pytest.fixture
 def sandbox_root():
-    root = Path(
-        tempfile.mkdtemp(prefix="prorl-eval-", dir="/tmp")
-    )  # pytest's tmp dirs are 0700: the sandbox uid must get in
-    root.chmod(0o711)
+    root = traversable_dir("prorl-eval-")
     yield root
     shutil.rmtree(root, ignore_errors=True)
 

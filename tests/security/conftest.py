@@ -17,13 +17,13 @@ import asyncio
 import os
 import shutil
 import signal
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from prorl_gym.sandbox import Sandbox, SandboxSpec, create_sandbox
+from prorl_gym.testing import traversable_dir
 from tests.security.helpers import _CREATED, LIMITS, _leftovers, _pid_ns, _start_time
 
 
@@ -31,8 +31,7 @@ from tests.security.helpers import _CREATED, LIMITS, _leftovers, _pid_ns, _start
 def module_root():
     """One sandbox root per test module; at the end of each module no process of any sandbox
     created so far (this module's or an earlier one's) and no directory of ours is left."""
-    root = tempfile.mkdtemp(prefix="prorl-sec-", dir="/tmp")
-    os.chmod(root, 0o711)
+    root = str(traversable_dir("prorl-sec-"))
     yield root
     deadline = time.monotonic() + 10
     while (left := _leftovers(root)) and time.monotonic() < deadline:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -24,6 +23,7 @@ from prorl_gym.sandbox.backends.ray.local_cluster import LocalRayCluster
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.serve import wait_for_host_nodes
 from prorl_gym.stack import Stack, collected_records
+from prorl_gym.testing import traversable_dir
 
 ENVIRONMENTS = {env.name: env for env in discover()}
 
@@ -37,8 +37,7 @@ def cluster():
 @pytest.fixture(scope="module")
 def stack(cluster, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ray-e2e")
-    root = Path(tempfile.mkdtemp(prefix="prorl-ray-", dir="/tmp"))
-    root.chmod(0o711)
+    root = traversable_dir("prorl-ray-")
     overrides = [f"+ray_head_node_address={cluster.address}"]
     for env in ENVIRONMENTS.values():
         overrides += [f"+{env.server_key}.sandbox.root_dir={root}", f"+{env.server_key}.sandbox.backend.kind=ray"]
