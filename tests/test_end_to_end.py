@@ -43,7 +43,7 @@ def example(env: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory, ray_cluster):
+def stack(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("e2e")
     sandbox_root = traversable_dir("prorl-e2e-")
     overrides = [f"+{env.server_key}.sandbox.root_dir={sandbox_root}" for env in ENVIRONMENTS.values()]
@@ -60,7 +60,6 @@ def stack(tmp_path_factory, ray_cluster):
         policy_data=policy_data,
         policy_args=policy_args,
         log_dir=tmp / "logs",
-        ray=ray_cluster,
     ) as stack:
         stack.tmp = tmp
         yield stack
