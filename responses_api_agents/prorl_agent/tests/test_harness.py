@@ -47,13 +47,13 @@ TASKS = 2  # of the example's five
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory):
+def stack(tmp_path_factory, ray_cluster):
     tmp = tmp_path_factory.mktemp("harness")
     sandbox_root = traversable_dir("prorl-harness-")
     timeouts = [
         f"+{agent}.responses_api_agents.prorl_agent.limits.policy_call_timeout_s=30" for agent in AGENTS.values()
     ]
-    with harness_stack(sandbox_root, tmp / "logs", timeouts) as stack:
+    with harness_stack(sandbox_root, tmp / "logs", timeouts, ray_cluster) as stack:
         stack.tmp = tmp
         yield stack
     assert not [p for p in sandbox_root.iterdir() if not p.name.startswith(".")], "sandbox directories left behind"
