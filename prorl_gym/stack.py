@@ -99,7 +99,7 @@ class Stack:
     # ng_run starts a Ray cluster, whose node must register within Ray's own 30 s (not configurable in
     # Ray 2.60); on a busy machine it sometimes does not. Such a start is tried again, this many times in all.
     start_attempts: int = 3
-    # NeMo Gym's CLIs. nemo-gym 0.4.0 spells them `gym env start` and `gym eval run --no-serve` too (and
+    # NeMo Gym's CLIs. nemo-gym (0.4.0 on) spells them `gym env start` and `gym eval run --no-serve` too (and
     # calls ng_run / ng_collect_rollouts deprecated aliases of those): same Hydra overrides either way.
     start_command: list[str] = field(default_factory=lambda: [str(BIN / "ng_run")])
     collect_command: list[str] = field(default_factory=lambda: [str(BIN / "ng_collect_rollouts")])

@@ -59,6 +59,7 @@ from prorl_gym.wire.jobs import (
     SubmitRequest,
 )
 from prorl_gym.wire.records import RolloutRecord, failed_record
+from responses_api_agents.prorl_agent.front_door import FrontDoor, front_door_addresses
 from responses_api_agents.prorl_agent.harness import HarnessLoop
 from responses_api_agents.prorl_agent.harnesses import load_harness
 from responses_api_agents.prorl_agent.loop import LoopLimits
@@ -220,6 +221,11 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
 
     def setup_webserver(self):
         app = super().setup_webserver()
+        # NeMo Gym 0.7 collects through the environment servers that name this agent: this process serves
+        # their addresses (front_door.py), opened once the rest of the agent has started, closed first
+        if doors := front_door_addresses(self.server_client.global_config_dict, self.config.name):
+            front_door = FrontDoor(app, doors)
+            run_with_app(app, front_door.start, front_door.close)
         self._mount_job_routes(app)
         app.include_router(self._capture.router())  # bring-your-own-agent harnesses call the policy here
         self._metrics.mount(app)

@@ -27,7 +27,6 @@ import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
-from uuid import uuid4
 
 from aiohttp.client_exceptions import ClientResponseError
 from fastapi import FastAPI, HTTPException, Request
@@ -37,11 +36,9 @@ from nemo_gym.openai_utils import (
     NeMoGymAsyncOpenAI,
     NeMoGymChatCompletion,
     NeMoGymChatCompletionCreateParamsNonStreaming,
+    NeMoGymChatCompletionMessage,
     NeMoGymResponse,
     NeMoGymResponseCreateParamsNonStreaming,
-    NeMoGymResponseInputTokensDetails,
-    NeMoGymResponseOutputTokensDetails,
-    NeMoGymResponseUsage,
 )
 from nemo_gym.server_utils import SESSION_ID_KEY, is_nemo_gym_fastapi_entrypoint
 from pydantic import BaseModel, PrivateAttr, ValidationError, model_validator
@@ -109,9 +106,9 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
     _tito: TokenInTokenOut | None = PrivateAttr(None)
 
     def _post_init(self) -> None:
+        super()._post_init()  # vllm_model's state (transport log, external capture staging, ...); its clients unused
         c = self.config
         self._pool = EndpointPool(c, c.api_key, c.default_headers, list(c.base_url))
-        self._converter = self.get_converter()
         self._metrics = ServerMetrics()
         doc = "Policy calls by endpoint and outcome (ok, or the HTTP status)"
         self._call_seconds = self._metrics.histogram("prorl_policy_call_seconds", doc, ("endpoint", "outcome"))
@@ -180,49 +177,20 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
         self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming
     ) -> NeMoGymResponse:
         """As VLLMModel.responses: Responses params -> Chat Completions -> a Response (tests/.../test_app.py
-        compares the two)."""
+        compares the two), its items kept as the converter made them: the converter dumps them and the
+        Response validates them again (~1 ms for an item with a few thousand ids)."""
         chat_params = self._converter.responses_to_chat_completion_create_params(body)
         body.model = self.config.model
         completion = await self.chat_completions(request, chat_params)
         choice = completion.choices[0]
-        usage = None
-        if completion.usage:
-            prompt, generated = completion.usage.prompt_tokens, completion.usage.completion_tokens
-            usage = NeMoGymResponseUsage(
-                input_tokens=prompt,
-                input_tokens_details=NeMoGymResponseInputTokensDetails(cached_tokens=0),
-                output_tokens=generated,
-                output_tokens_details=NeMoGymResponseOutputTokensDetails(reasoning_tokens=0),
-                total_tokens=prompt + generated,
-            )
-        incomplete = {"length": "max_output_tokens", "content_filter": "content_filter"}.get(choice.finish_reason)
-        return NeMoGymResponse(
-            id=f"resp_{uuid4().hex}",
-            created_at=int(time.time()),
-            model=body.model,
-            object="response",
-            output=self._converter.postprocess_chat_response(choice),
-            tool_choice=body.tool_choice if body.tool_choice is not None else "auto",
-            parallel_tool_calls=body.parallel_tool_calls,
-            tools=body.tools,
-            temperature=body.temperature,
-            top_p=body.top_p,
-            background=body.background,
-            max_output_tokens=body.max_output_tokens,
-            max_tool_calls=body.max_tool_calls,
-            previous_response_id=body.previous_response_id,
-            prompt=body.prompt,
-            reasoning=body.reasoning,
-            service_tier=body.service_tier,
-            text=body.text,
-            top_logprobs=body.top_logprobs,
-            truncation=body.truncation,
-            metadata=body.metadata,
-            instructions=body.instructions,
-            user=body.user,
-            incomplete_details={"reason": incomplete} if incomplete else None,
-            usage=usage,
+        bare = completion.model_copy(
+            update={"choices": [choice.model_copy(update={"message": NeMoGymChatCompletionMessage(role="assistant")})]}
         )
+        response = self._converter.chat_completion_to_response(
+            responses_create_params=body, chat_completion=bare, preserve_envelope_id=self._preserve_envelope_id()
+        )
+        response.output = self._converter.postprocess_chat_response(choice)
+        return response
 
     async def chat_completions(
         self, request: Request, body: NeMoGymChatCompletionCreateParamsNonStreaming = Body()

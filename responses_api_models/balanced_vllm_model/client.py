@@ -23,6 +23,9 @@ from prorl_gym.errors import ProrlError
 
 log = logging.getLogger(__name__)
 STATUS_RETRY_SLEEP_S = 0.5
+# What NeMo Gym retries (429, 5xx and, since 0.7, 404 and 408), less 404: an endpoint without the route
+# answers it again every time, and the model server tells the caller at once (501, incompatible endpoint).
+RETRY_STATUSES = frozenset(RETRY_ERROR_CODES) - {404}
 
 
 class TokenIdsUnavailable(ProrlError):
@@ -76,11 +79,11 @@ class EndpointClient(NeMoGymAsyncOpenAI):
 
     async def _request(self, method: str, url: str, json: Any = None, **_: Any) -> ClientResponse:
         headers = self.default_headers | {"Authorization": f"Bearer {self.api_key}"}
-        # Retryable statuses (429/5xx) are retried like vllm_model does, but at most
+        # Retryable statuses (429, 408, 5xx) are retried like vllm_model does, but at most
         # MAX_NUM_TRIES times: the last response goes back for the caller's status check.
         for attempt in range(1, MAX_NUM_TRIES + 1):
             response = await self._transport(method=method, url=url, json=json, headers=headers)
-            if response.status not in RETRY_ERROR_CODES or attempt == MAX_NUM_TRIES:
+            if response.status not in RETRY_STATUSES or attempt == MAX_NUM_TRIES:
                 return response
             body = (await response.read())[:200]
             log.warning("policy %s answered %s (try %d/%d): %r", url, response.status, attempt, MAX_NUM_TRIES, body)
@@ -93,7 +96,9 @@ def hoist_token_ids(completion: dict) -> None:
     as vllm_model's own extraction would put them (generation ids as it reads them from the
     `token_id:<id>` log-prob tokens). A choice without all of them is left for vllm_model."""
     prompt = completion.get("prompt_token_ids")
-    for choice in completion.get("choices") or []:
+    choices = completion.get("choices") or []
+    hoisted = 0
+    for choice in choices:
         logprobs = (choice.get("logprobs") or {}).get("content")
         if prompt is None or logprobs is None or choice.get("token_ids") is None:
             continue
@@ -104,3 +109,6 @@ def hoist_token_ids(completion: dict) -> None:
         }
         choice.pop("logprobs")
         choice.pop("token_ids")
+        hoisted += 1
+    if choices and hoisted == len(choices):  # nemo-gym 0.7 reads a top-level prompt without choice ids as partial
+        completion.pop("prompt_token_ids")
