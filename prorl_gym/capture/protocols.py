@@ -96,12 +96,9 @@ def _responses_to_chat(body: dict) -> dict:
 
 
 def _as_chat(params: NeMoGymResponseCreateParamsNonStreaming) -> dict:
-    """Responses create params as a chat completion request; the converter leaves `instructions` out:
-    they lead the conversation as its system message, as a Responses model server renders them."""
-    chat = _responses_converter().responses_to_chat_completion_create_params(params).model_dump(exclude_unset=True)
-    if params.instructions:
-        chat["messages"] = [{"role": "system", "content": params.instructions}, *chat["messages"]]
-    return chat
+    """Responses create params as a chat completion request (NeMo Gym's converter: since 0.7 `instructions`
+    lead the conversation as its system message, with a leading system or developer message folded in)."""
+    return _responses_converter().responses_to_chat_completion_create_params(params).model_dump(exclude_unset=True)
 
 
 def _is_function(tool: object) -> bool:
