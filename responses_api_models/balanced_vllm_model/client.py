@@ -12,7 +12,12 @@ retries and reports connection failures to the balancer.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import itertools
+import json
 import logging
+import os
+import time
 from typing import Any, Protocol
 
 from aiohttp import ClientResponse
@@ -20,6 +25,11 @@ from nemo_gym.openai_utils import MAX_NUM_TRIES, RETRY_ERROR_CODES, NeMoGymAsync
 from pydantic import PrivateAttr
 
 from prorl_gym.errors import ProrlError
+from responses_api_models.vllm_model.app import _append_transport_io
+
+# NeMo Gym's vllm_model logs every engine call it makes to this file when set (one JSON line per event); the
+# calls it does not make itself (token-in/token-out's /v1/completions, SGLang's /generate) are logged here, alike.
+TRANSPORT_LOG = "NEMO_GYM_VLLM_TRANSPORT_LOG"
 
 log = logging.getLogger(__name__)
 STATUS_RETRY_SLEEP_S = 0.5
@@ -73,9 +83,45 @@ class EndpointClient(NeMoGymAsyncOpenAI):
         return await self._post(f"{self.base_url.removesuffix('/v1')}{path}", body)
 
     async def _post(self, url: str, body: dict) -> dict:
-        response = await self._request(method="POST", url=url, json=body)
-        await self._raise_for_status(response, {"url": url, "json": body})
-        return await get_response_json(response)
+        if not os.environ.get(TRANSPORT_LOG, "").strip():
+            response = await self._request(method="POST", url=url, json=body)
+            await self._raise_for_status(response, {"url": url, "json": body})
+            return await get_response_json(response)
+        return await self._logged_post(url, body)
+
+    async def _logged_post(self, url: str, body: dict) -> dict:
+        """_post, its request and what came back in NeMo Gym's transport log (schema 2, as vllm_model writes it)."""
+        index, started = next(_CALLS), time.time_ns()
+        event = {"schema_version": 2, "call_index": index, "pid": os.getpid(), "url": url}
+        payload = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        await _log(
+            event
+            | {"event": "transport_request", "timestamp_unix_ns": started, "request_payload": body}
+            | {"request_payload_sha256": hashlib.sha256(payload.encode()).hexdigest()}
+        )
+        try:
+            response = await self._request(method="POST", url=url, json=body)
+            await self._raise_for_status(response, {"url": url, "json": body})
+            answer = await get_response_json(response)
+        except Exception as exc:
+            ended = time.time_ns()
+            status, content = getattr(exc, "status", None), getattr(exc, "response_content", None)
+            kind = "transport_error_response" if status is not None else "transport_error"
+            details = {"http_status": status, "raw_response_body": content.decode(errors="replace")} if content else {}
+            await _log(
+                event
+                | {"event": kind, "timestamp_unix_ns": ended, "elapsed_ns": ended - started}
+                | details
+                | {"error_type": type(exc).__name__, "error": repr(exc)}
+            )
+            raise
+        ended = time.time_ns()
+        await _log(
+            event
+            | {"event": "transport_response", "timestamp_unix_ns": ended, "elapsed_ns": ended - started}
+            | {"raw_response": answer}
+        )
+        return answer
 
     async def _request(self, method: str, url: str, json: Any = None, **_: Any) -> ClientResponse:
         headers = self.default_headers | {"Authorization": f"Bearer {self.api_key}"}
@@ -89,6 +135,13 @@ class EndpointClient(NeMoGymAsyncOpenAI):
             log.warning("policy %s answered %s (try %d/%d): %r", url, response.status, attempt, MAX_NUM_TRIES, body)
             await asyncio.sleep(STATUS_RETRY_SLEEP_S)
         raise AssertionError("unreachable")
+
+
+_CALLS = itertools.count(1)  # this process's engine calls logged (call_index)
+
+
+async def _log(event: dict) -> None:
+    await asyncio.to_thread(_append_transport_io, event)  # it appends and fsyncs: off the event loop
 
 
 def hoist_token_ids(completion: dict) -> None:
