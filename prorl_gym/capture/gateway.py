@@ -131,10 +131,6 @@ class CaptureGateway:
                 return self._error(protocol, 400, "invalid_request", f"the request body is not JSON: {exc}")
             if not isinstance(body, dict):
                 return self._error(protocol, 422, "invalid_request", "the request body must be a JSON object")
-            if body.get("stream") and not protocol.streams:
-                return self._error(
-                    protocol, 400, "invalid_request", "streaming is not supported here: set stream=false"
-                )
             try:
                 chat = protocol.to_chat(body)
                 status, answer = await self.chat_completions(key, chat, protocol.name)
@@ -152,7 +148,7 @@ class CaptureGateway:
                 message = f"the policy's reply cannot be given in {protocol.name}: {exc!r}"
                 return self._error(protocol, 502, "unconvertible_reply", message[:2000])
             if body.get("stream"):
-                return StreamingResponse(iter(list(protocol.sse(answer))), media_type="text/event-stream")
+                return StreamingResponse(iter(list(protocol.sse(answer, body))), media_type="text/event-stream")
             return Response(orjson.dumps(answer), media_type="application/json")
 
         call.__name__ = f"capture_{protocol.name}"
