@@ -36,6 +36,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from prorl_gym.asgi import PlainASGIMiddleware, without_joining_ray
 from prorl_gym.capture import CaptureGateway
+from prorl_gym.capture.token_ledger import TokenLedger
 from prorl_gym.config import StrictConfig, StrictServerConfig
 from prorl_gym.dashboard.server import Dashboard, DashboardConfig
 from prorl_gym.lifespan import run_with_app
@@ -232,6 +233,7 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             run_with_app(app, front_door.start, front_door.close)
         self._mount_job_routes(app)
         app.include_router(self._capture.router())  # bring-your-own-agent harnesses call the policy here
+        app.include_router(TokenLedger().router())  # NeMo Gym 0.7's token-capture transport (capture/token_ledger.py)
         self._metrics.mount(app)
         if self.config.dashboard.enabled:
             self._dashboard.mount(app)

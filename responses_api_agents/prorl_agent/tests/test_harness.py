@@ -35,11 +35,19 @@ pytest.importorskip("minisweagent", reason="make setup installs mini-swe-agent (
 
 SWE = environment("swe")
 # how each runs -> its agent: mini-swe-agent in the agent's process and inside the sandbox (its command
-# line); Claude Code (a CLI agent from npm, speaking Anthropic Messages) inside the sandbox
-AGENTS = {"agent": "swe_mini_swe_agent", "sandbox": "swe_mini_swe_agent_sandbox", "claude_code": "swe_claude_code"}
+# line); CLI agents from npm inside the sandbox: Claude Code (Anthropic Messages, streamed), the Codex CLI
+# (the Responses API, streamed) and OpenCode (chat completions, streamed), of NeMo Gym 0.7's harness catalogue
+AGENTS = {
+    "agent": "swe_mini_swe_agent",
+    "sandbox": "swe_mini_swe_agent_sandbox",
+    "claude_code": "swe_claude_code",
+    "codex": "swe_codex",
+    "opencode": "swe_opencode",
+}
+NPM = ("claude_code", "codex", "opencode")
 PLACEMENTS = [
     pytest.param(p, marks=pytest.mark.skip(reason="make setup builds it with npm"))
-    if p == "claude_code" and "claude_code" not in built_harness_envs()
+    if p in NPM and p not in built_harness_envs()
     else p
     for p in sorted(AGENTS)
 ]
@@ -88,6 +96,8 @@ EXPECTED = {
         True,
     ),
     "claude_code": ("success", '"subtype":"success"', "<system-reminder>", "anthropic_messages", False),
+    "codex": ("completed", '"type":"turn.completed"', "<environment_context>", "responses", True),
+    "opencode": ("stop", '"reason":"stop"', '"', "chat_completions", True),
 }
 
 
