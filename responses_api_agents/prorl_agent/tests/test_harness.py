@@ -52,6 +52,9 @@ PLACEMENTS = [
     for p in sorted(AGENTS)
 ]
 TASKS = 2  # of the example's five
+# A stack of every harness agent, and a CLI harness's start (OpenCode's ~20 s) under a loaded machine's CPU:
+# the first test of each harness collects its rollouts
+pytestmark = pytest.mark.timeout(1200)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +88,7 @@ def records(request, stack) -> dict[str, list[dict]]:
 
 
 # how each ends: its stop reason (its own word for it), the end of what it printed (in the sandbox), what
-# its own prompt around the task starts with, the protocol it speaks, whether it keeps its history as generated
+# one of its own user messages around the task starts with, the protocol it speaks, whether it keeps its history as generated
 EXPECTED = {
     "agent": ("submitted", None, "Please solve this issue", "chat_completions", True),
     "sandbox": (
@@ -145,8 +148,8 @@ def test_every_call_of_the_harness_is_captured_with_the_ids_the_policy_sampled(r
             "extended": sum(c.extends is not None for c in calls),
         }
         assert record["token_prompts"] == {k: n for k, n in kinds.items() if n}
-        first_user = next(m for m in calls[0].messages if m["role"] == "user")
-        assert text_of(first_user["content"]).startswith(prompt)  # its own prompt around the task, as sent
+        users = [text_of(m["content"]) for m in calls[0].messages if m["role"] == "user"]
+        assert any(u.startswith(prompt) for u in users), users  # its own prompt around the task, as sent
         assert {c.protocol for c in calls} == {protocol}
 
 
