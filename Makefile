@@ -182,7 +182,7 @@ eval: setup link-venvs configs
 	  $(if $(OUT),--out $(OUT)) \
 	  $(if $(filter 0 false no,$(TOKEN_IDS)),--no-token-ids) $(if $(POLICY_GRACE_S),--policy-grace-s $(POLICY_GRACE_S))
 
-BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput token_modes capture_overhead harness_throughput pipeline_overlap fork peer_nemo_gym stack_start dashboard tracing container
+BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput token_modes capture_overhead harness_throughput pipeline_overlap fork peer_nemo_gym stack_start dashboard tracing container environment_server
 BENCH_STAMP := $(VENV)/.prorl-bench-installed
 $(BENCH_STAMP): pyproject.toml $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'
