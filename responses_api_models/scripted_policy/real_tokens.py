@@ -173,7 +173,9 @@ class RealTokens:
         text = self.tokenizer.decode(prompt)
         if not self.qwen:  # the rows' user messages are found inside the whole text
             names = set(re.findall(r'"name": "([^"]+)"', text))
-            return Conversation(users=[text], turns=text.count(self.header) - 1, thinking=False, tools=names, text=text)
+            return Conversation(
+                users=[text], turns=text.count(self.header) - 1, thinking=False, tools=names, text=text
+            )
         users = [part.split(self.tokenizer.eos_token, 1)[0] for part in text.split("<|im_start|>user\n")[1:]]
         return Conversation(
             users=users or [text],
