@@ -27,24 +27,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fastapi import APIRouter, Body, HTTPException, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from nemo_gym.token_id_capture.lineage import RolloutLineage
 from nemo_gym.token_id_capture.records import TokenEntry
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 KEPT = 100_000  # rollouts held at most: the oldest is forgotten beyond (a consumer that never retired it)
 
 
 class CallId(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a body that names other fields is a client's mistake: 422
     model_call_id: str = ""
 
 
 class Retirement(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     snapshot_id: str
     version: int
 
 
 class Continuation(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     request_items: list[dict]
 
 
@@ -153,7 +156,7 @@ class TokenLedger:
             return Response(status_code=204)
 
         @router.post("/token_capture/{rollout_id}/incomplete", status_code=204)
-        async def incomplete(rollout_id: str, body: CallId = Body(default_factory=CallId)) -> Response:
+        async def incomplete(rollout_id: str, body: CallId) -> Response:
             self.mark_incomplete(rollout_id, body.model_call_id)
             return Response(status_code=204)
 

@@ -67,6 +67,7 @@ NEMO_GYM_KINDS: dict[FailureType, str | tuple[str, str]] = {
     FailureType.TOOL_ERROR: ("transport_unreachable", "prorl:tool_error"),  # its server / a route it lacks
     FailureType.SANDBOX_LOST: "session_lost",
     FailureType.SERVER_DOWN: "transport_unreachable",
+    FailureType.POLICY_DOWN: "transport_unreachable",  # no policy endpoint healthy for its grace period
     FailureType.TIMEOUT: "agent_timeout",
     FailureType.EVAL_ERROR: "verifier_error",
     FailureType.CANCELLED: "cancelled",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from contextlib import asynccontextmanager
 
+import aiohttp
 import pytest
 import uvicorn
 from fastapi import FastAPI
@@ -92,3 +93,13 @@ async def test_a_ledger_that_breaks_a_rule_fails_the_kit():
     async with served(Forgetful()) as url:
         with pytest.raises(ConformanceError, match="mark_incomplete_durability"):
             await conformance(url)
+
+
+async def test_the_ledgers_routes_refuse_a_malformed_body_with_the_reason():
+    bodies = [b"{not json", b"[1, 2, 3]", b'{"unexpected": {"deep": [null]}}']
+    async with served(TokenLedger()) as url, aiohttp.ClientSession() as http:
+        for route in ("put", "incomplete", "begin", "drop", "resolve"):
+            for body in bodies:
+                headers = {"content-type": "application/json"}
+                async with http.post(f"{url}/token_capture/r-1/{route}", data=body, headers=headers) as response:
+                    assert 400 <= response.status < 500 and await response.text(), (route, body, response.status)
