@@ -20,6 +20,11 @@ from typing import Any
 
 from nemo_gym.openai_utils import (
     RESPONSES_TO_TRAIN,
+    NeMoGymChatCompletionAssistantMessageForTrainingParam,
+    NeMoGymChatCompletionDeveloperMessageParam,
+    NeMoGymChatCompletionSystemMessageParam,
+    NeMoGymChatCompletionToolMessageParam,
+    NeMoGymChatCompletionUserMessageParam,
     NeMoGymFunctionCallOutput,
     NeMoGymResponse,
     NeMoGymResponseCreateParamsNonStreaming,
@@ -104,3 +109,25 @@ def _with_items(data: Any, key: str, union: TypeAdapter) -> Any:
         return data | {key: [validate_item(item, union) for item in items]}
     except ValidationError:
         return data
+
+
+# The fields NeMo Gym 0.7's chat completion messages have, per role (its model servers refuse any other field,
+# 422). A client library adds its own to the history it sends back (litellm: provider_specific_fields; a reply's
+# annotations): fields no chat template renders, so the model's prompt is the same without them.
+CHAT_MESSAGE_FIELDS: dict[str, frozenset[str]] = {
+    role: frozenset(param.__required_keys__ | param.__optional_keys__) - TOKEN_FIELDS
+    for role, param in {
+        "developer": NeMoGymChatCompletionDeveloperMessageParam,
+        "system": NeMoGymChatCompletionSystemMessageParam,
+        "user": NeMoGymChatCompletionUserMessageParam,
+        "assistant": NeMoGymChatCompletionAssistantMessageForTrainingParam,
+        "tool": NeMoGymChatCompletionToolMessageParam,
+    }.items()
+}
+
+
+def chat_message_fields(message: dict) -> dict:
+    """A chat message with the fields its role has in NeMo Gym, no token ids among them (a message of
+    another role as it is: the model server says what is wrong with it)."""
+    fields = CHAT_MESSAGE_FIELDS.get(message.get("role"))  # type: ignore[arg-type]
+    return message if fields is None else {k: v for k, v in message.items() if k in fields}

@@ -99,7 +99,14 @@ EXPECTED = {
         True,
     ),
     "claude_code": ("success", '"subtype":"success"', "<system-reminder>", "anthropic_messages", False),
-    "codex": ("completed", '"type":"turn.completed"', "<environment_context>", "responses", True),
+    # the Codex CLI sends its environment context first, or the repository's AGENTS.md where it has one
+    "codex": (
+        "completed",
+        '"type":"turn.completed"',
+        ("<environment_context>", "# AGENTS.md instructions for "),
+        "responses",
+        True,
+    ),
     "opencode": ("stop", '"reason":"stop"', '"', "chat_completions", True),
 }
 
