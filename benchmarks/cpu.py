@@ -21,7 +21,11 @@ from prorl_gym.supervise import read_child_pid
 
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 # By working directory of the server processes (ng_run starts each server in its own folder).
-SERVER_KINDS = (("resources_servers/", "resources_server"), ("responses_api_agents/", "agent"))
+SERVER_KINDS = (
+    ("resources_servers/", "resources_server"),
+    ("responses_api_agents/", "agent"),
+    ("environment_servers/", "environment_server"),
+)
 
 
 @dataclass(frozen=True)

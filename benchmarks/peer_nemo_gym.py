@@ -4,7 +4,7 @@
 
     python -m benchmarks.peer_nemo_gym [--rollouts 192] [--concurrency 64]
 
-Peer: nemo-gym 0.4.0's own math-with-Python environment, `resources_servers/math_with_code`
+Peer: nemo-gym's own math-with-Python environment, `resources_servers/math_with_code`
 (an `execute_python` tool run by a per-session multiprocessing worker with `exec` and trimmed
 builtins: no isolation, no IPython) driven by its `simple_agent`. Ours: the math environment
 and the ProRL agent (a bubblewrap sandbox and a fresh IPython kernel per rollout). Both under
@@ -43,6 +43,7 @@ from prorl_gym.stack import Stack, run_cli
 SITE = Path(nemo_gym.__file__).resolve().parents[1]  # where nemo-gym's own servers are installed
 PEER_SERVER = "resources_servers/math_with_code"
 PEER_AGENT = "responses_api_agents/simple_agent"
+PEER_RELAY = "environment_servers/legacy_agent"  # 0.7 collects through it: math_with_code.yaml declares one
 MODEL = "responses_api_models/balanced_vllm_model"
 CALL = "answer = 6 * 7\nprint(answer)"
 
@@ -63,12 +64,13 @@ def peer_root(scratch: Path) -> Path:
     links = {
         PEER_SERVER: SITE / PEER_SERVER,
         PEER_AGENT: SITE / PEER_AGENT,
+        PEER_RELAY: SITE / PEER_RELAY,
         "responses_api_models": REPO_ROOT / "responses_api_models",
         "configs": REPO_ROOT / "configs",
         "prorl_gym": REPO_ROOT / "prorl_gym",
         "resources_servers/math": REPO_ROOT / "resources_servers" / "math",  # the scripted policy's recorded actions
     }
-    for path in (PEER_SERVER, PEER_AGENT, MODEL):
+    for path in (PEER_SERVER, PEER_AGENT, PEER_RELAY, MODEL):
         links[f".venvs/{path}/.venv"] = REPO_ROOT / ".venv"
     for name, target in links.items():
         (scratch / name).parent.mkdir(parents=True, exist_ok=True)

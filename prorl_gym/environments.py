@@ -65,6 +65,16 @@ class Environment:
         return next(iter(self.config[self.agent]["responses_api_agents"].values()))
 
     @property
+    def environment_server(self) -> str | None:
+        """The environment server its config declares for its agent (NeMo Gym 0.7 collects through it; the
+        agent's process serves it: environment_servers/prorl_agent), None if it declares none."""
+        for name, value in self.config.items():
+            for server in ((value or {}).get("environment_servers") or {}).values() if isinstance(value, dict) else ():
+                if ((server or {}).get("agent_server") or {}).get("name") == self.agent:
+                    return name
+        return None
+
+    @property
     def server_key(self) -> str:
         """Where its resources server's config lives, for overrides: +<server_key>.sandbox.root_dir=..."""
         return f"{self.name}.resources_servers.{next(iter(self.config[self.name]['resources_servers']))}"

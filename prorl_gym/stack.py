@@ -99,7 +99,7 @@ class Stack:
     # ng_run starts a Ray cluster, whose node must register within Ray's own 30 s (not configurable in
     # Ray 2.60); on a busy machine it sometimes does not. Such a start is tried again, this many times in all.
     start_attempts: int = 3
-    # NeMo Gym's CLIs. nemo-gym 0.4.0 spells them `gym env start` and `gym eval run --no-serve` too (and
+    # NeMo Gym's CLIs. nemo-gym (0.4.0 on) spells them `gym env start` and `gym eval run --no-serve` too (and
     # calls ng_run / ng_collect_rollouts deprecated aliases of those): same Hydra overrides either way.
     start_command: list[str] = field(default_factory=lambda: [str(BIN / "ng_run")])
     collect_command: list[str] = field(default_factory=lambda: [str(BIN / "ng_collect_rollouts")])
@@ -344,7 +344,7 @@ class Stack:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_dir / "collect.log", "a") as log:
             run = subprocess.run(argv, cwd=self.root, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s)
-        if run.returncode != 0:
+        if run.returncode != 0 and not only_failures_collected(output_jsonl):
             raise StackError(f"ng_collect_rollouts failed ({run.returncode}); see {self.log_dir / 'collect.log'}")
         return run
 
@@ -414,6 +414,15 @@ def failures_path(output: str | Path) -> Path:
     """Where ng_collect_rollouts writes the failed rollouts of a collection into `output`."""
     output = Path(output)
     return output.with_name(f"{output.stem}_failures.jsonl")
+
+
+def only_failures_collected(output: str | Path) -> bool:
+    """Whether a collection's failing exit is NeMo Gym 0.7 saying every rollout failed ("None of the N
+    dispatched rollouts produced a result"): each is a typed record in the failures sidecar, which the
+    caller reads as any other failed rollout, so the collection itself did its work."""
+    failures = failures_path(output)
+    output = Path(output)
+    return failures.exists() and failures.stat().st_size > 0 and not (output.exists() and output.stat().st_size)
 
 
 def collected_records(output: str | Path) -> list[dict]:

@@ -19,7 +19,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("prorl_gym", "resources_servers", "responses_api_agents", "responses_api_models", "benchmarks")
+PACKAGES = (
+    "prorl_gym",
+    "resources_servers",
+    "responses_api_agents",
+    "responses_api_models",
+    "environment_servers",
+    "benchmarks",
+)
 SKIP_PARTS = {"tests", "__pycache__", "data", "guard"}  # tests; data scripts; code that runs inside sandboxes
 
 # Units of the library, lowest layer first; units on one line are one layer (neither imports the other).
@@ -48,7 +55,7 @@ LAYERS = [
     ["prorl_gym.stack"],
     ["prorl_gym.testing"],
     ["prorl_gym.evaluation", "prorl_gym.serve", "prorl_gym.demo", "prorl_gym.example_rollouts"],
-    ["resources_servers", "responses_api_agents", "responses_api_models"],
+    ["resources_servers", "responses_api_agents", "responses_api_models", "environment_servers"],
     ["benchmarks"],
 ]
 

@@ -33,6 +33,22 @@ def compose(config_paths: list[str], overrides: dict | None = None):
     return GlobalConfigDictParser().parse_no_environment(initial_global_config_dict=initial)
 
 
+def config_model(server_type: str, kind: str, entrypoint: str) -> type:
+    """A server's config model: its server class's `config` field; a server whose process only holds its
+    place (environment_servers/prorl_agent: the agent serves its address) keeps it in config.py (CONFIG)."""
+    try:
+        return importlib.import_module(f"{server_type}.{kind}.config").CONFIG
+    except ModuleNotFoundError:
+        pass
+    module = importlib.import_module(f"{server_type}.{kind}.{Path(entrypoint).stem}")
+    server_cls = next(
+        c
+        for c in vars(module).values()
+        if isinstance(c, type) and c.__module__ == module.__name__ and "config" in getattr(c, "model_fields", {})
+    )
+    return server_cls.model_fields["config"].annotation
+
+
 def server_configs(global_config) -> dict[str, object]:
     """Each server instance's config, validated by its own server class's config model."""
     parser, validated = GlobalConfigDictParser(), {}
@@ -40,13 +56,7 @@ def server_configs(global_config) -> dict[str, object]:
         server_type = instance.SERVER_TYPE
         kind = next(iter(global_config[instance.name][server_type]))
         inner = global_config[instance.name][server_type][kind]
-        module = importlib.import_module(f"{server_type}.{kind}.{Path(inner.entrypoint).stem}")
-        server_cls = next(
-            c
-            for c in vars(module).values()
-            if isinstance(c, type) and c.__module__ == module.__name__ and "config" in getattr(c, "model_fields", {})
-        )
-        config_cls = server_cls.model_fields["config"].annotation
+        config_cls = config_model(server_type, kind, inner.entrypoint)
         data = OmegaConf.to_container(inner, resolve=True) | {"name": instance.name}
         validated[instance.name] = config_cls.model_validate(data)
     return validated

@@ -146,6 +146,8 @@ def test_records_carry_stage_timings_and_environment_fields(rollouts):
     for env in ENVS:
         for record in rollouts[env]["gold"]:
             assert all(record["timings"][f"{stage}_s"] > 0 for stage in ("init", "run", "eval")), env
+            # NeMo Gym 0.7 collected it through the environment server its config declares (served by the agent)
+            assert record["_ng_environment_server"] == ENVIRONMENTS[env].environment_server
     assert all(r["pass_fraction"] == 1.0 for r in rollouts["code"]["gold"])
     assert all(r["stop_reason"] == "finish_tool" and r["patch_bytes"] > 0 for r in rollouts["swe"]["gold"])
     assert all(r["patch_bytes"] == 0 for r in rollouts["swe"]["wrong"])  # submitted without a change
@@ -186,3 +188,34 @@ def test_a_dead_policy_endpoint_is_a_typed_failure_not_reward_zero(stack, rollou
     failures = read_jsonl(stack.tmp / "dead_failures.jsonl", missing_ok=True)
     assert len(failures) == 2 and not read_jsonl(output, missing_ok=True)
     assert all(f["failure"]["type"] == "policy_error" and f["_ng_failure_class"] == "policy_error" for f in failures)
+
+
+def test_a_resume_runs_again_the_infrastructures_failures_only(stack, rollouts):
+    """NeMo Gym 0.7's resume (resume_from_cache) runs a failed row again unless it is `_ng_failure_terminal`,
+    which our records set for the task's failures only: a row the verifier cannot use (no expected answer:
+    an init_error, the task's) is not run again; a rollout whose policy never answered in time (the
+    infrastructure's, retried by the agent within its budget) is, as a new attempt of its own."""
+    if stack._procs[0].poll() is not None:  # the test before left the policy dead
+        stack.restart_policy()
+    good, no_answer, slow = (dict(row) for row in read_jsonl(example("math"))[:3])
+    no_answer.pop("expected_answer")
+    slow["responses_create_params"] = slow["responses_create_params"] | {
+        "metadata": {"scripted_latency_ms": "30000"}  # beyond the agent's policy_call_timeout_s (5 s)
+    }
+    inputs, output = stack.tmp / "resume_rows.jsonl", stack.tmp / "resume.jsonl"
+    inputs.write_text("".join(json.dumps(r) + "\n" for r in (good, no_answer, slow)))
+    stack.collect("math_agent", inputs, output)
+    by_task = {r["_ng_task_index"]: r for r in collected_records(output)}
+    assert by_task[0]["reward"] == 1.0 and "_ng_failure_terminal" not in by_task[0]
+    assert by_task[0]["mask_sample"] is False
+    task_failure, infra_failure = by_task[1], by_task[2]
+    assert task_failure["failure"]["type"] == "init_error" and task_failure["failure"]["infra"] is False
+    assert (task_failure["failure_kind"], task_failure["_ng_failure_terminal"]) == ("prorl:init_error", True)
+    assert infra_failure["failure"]["type"] == "policy_error" and infra_failure["failure"]["infra"] is True
+    assert (infra_failure["failure_kind"], infra_failure["_ng_failure_terminal"]) == ("transport_peer_drop", False)
+    assert task_failure["mask_sample"] is infra_failure["mask_sample"] is True
+    assert infra_failure["failure_reason"] == infra_failure["failure"]["message"]
+
+    stack.collect("math_agent", inputs, output, extra=["+resume_from_cache=true"])
+    attempts = [(r["_ng_task_index"], r.get("_ng_attempt_index", 0)) for r in collected_records(output)]
+    assert sorted(attempts) == [(0, 0), (1, 0), (2, 0), (2, 1)]  # only the infrastructure's failure ran again

@@ -1,7 +1,7 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 """prorl-gym and NeMo Gym's own servers, both ways, under one real ng_run with the scripted policy,
-spelled as nemo-gym 0.4.0 prefers (`gym env start`, `gym eval run --no-serve`; every other stack
+spelled as nemo-gym prefers (`gym env start`, `gym eval run --no-serve`; every other stack
 of the suite spells it ng_run and ng_collect_rollouts):
 
 - our prorl_agent driving NeMo Gym's `math_with_code` resources server (no /tools: the rows bring
@@ -21,14 +21,19 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.peer_nemo_gym import PEER_AGENT, PEER_SERVER, SITE, peer_rows
+from benchmarks.peer_nemo_gym import PEER_AGENT, PEER_RELAY, PEER_SERVER, SITE, peer_rows
 from prorl_gym.jsonl import read_jsonl
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import BIN, Stack, collected_records
 from prorl_gym.testing import traversable_dir
 
 MATH_EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
-OURS = ("resources_servers/math", "responses_api_agents/prorl_agent", "responses_api_models/balanced_vllm_model")
+OURS = (
+    "resources_servers/math",
+    "responses_api_agents/prorl_agent",
+    "responses_api_models/balanced_vllm_model",
+    "environment_servers/prorl_agent",
+)
 CONFIG = """
 prorl_on_nemo_gym:
   responses_api_agents:
@@ -44,15 +49,27 @@ nemo_gym_on_prorl:
       resources_server: {type: resources_servers, name: math}
       model_server: {type: responses_api_models, name: policy_model}
       max_steps: 8
+# NeMo Gym 0.7 collects through environment servers: ours, served by our agent, and its own legacy_agent
+# relay for its simple_agent (as its own configs declare one)
+prorl_on_nemo_gym_environment_server:
+  environment_servers:
+    prorl_agent:
+      entrypoint: app.py
+      agent_server: {type: responses_api_agents, name: prorl_on_nemo_gym}
+nemo_gym_on_prorl_environment_server:
+  environment_servers:
+    legacy_agent:
+      entrypoint: app.py
+      agent_server: {type: responses_api_agents, name: nemo_gym_on_prorl}
 """
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory, ray_cluster):
     scratch = Path(tempfile.mkdtemp(prefix="prorl-interop-", dir="/tmp"))
-    links = {PEER_SERVER: SITE / PEER_SERVER, PEER_AGENT: SITE / PEER_AGENT}
+    links = {PEER_SERVER: SITE / PEER_SERVER, PEER_AGENT: SITE / PEER_AGENT, PEER_RELAY: SITE / PEER_RELAY}
     links |= {path: REPO_ROOT / path for path in ("configs", "prorl_gym", *OURS)}
-    for path in (PEER_SERVER, PEER_AGENT, *OURS):
+    for path in (PEER_SERVER, PEER_AGENT, PEER_RELAY, *OURS):
         links[f".venvs/{path}/.venv"] = REPO_ROOT / ".venv"
     for name, target in links.items():
         (scratch / name).parent.mkdir(parents=True, exist_ok=True)

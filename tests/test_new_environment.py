@@ -24,7 +24,12 @@ from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import Stack, collected_records
 from prorl_gym.testing import traversable_dir
 
-LINKED = ("prorl_gym", "responses_api_agents/prorl_agent", "responses_api_models/balanced_vllm_model")
+LINKED = (
+    "prorl_gym",
+    "responses_api_agents/prorl_agent",
+    "responses_api_models/balanced_vllm_model",
+    "environment_servers/prorl_agent",
+)
 
 APP = '''
 """Echo: write the row's word into answer.txt; the verifier reads it back from the sandbox."""
@@ -96,6 +101,11 @@ echo_agent:
       limits: {max_turns: 4}
       datasets:
       - {name: example, type: example, jsonl_fpath: resources_servers/echo/data/example.jsonl}
+echo_environment_server:
+  environment_servers:
+    prorl_agent:
+      entrypoint: app.py
+      agent_server: {type: responses_api_agents, name: echo_agent}
 """
 
 SCRIPTED = '''
@@ -176,6 +186,7 @@ def stack(checkout, tmp_path_factory, ray_cluster):
 def test_the_new_folder_is_found_and_composed(checkout):
     (echo,) = discover(checkout)
     assert (echo.name, echo.agent, echo.tools) == ("echo", "echo_agent", ["bash"])
+    assert echo.environment_server == "echo_environment_server"
     composed = (checkout / "configs" / "echo.yaml").read_text()
     assert "resources_servers/echo/configs/echo.yaml" in composed
 
@@ -187,6 +198,8 @@ def test_ng_run_serves_it_and_its_verifier_scores_rollouts(checkout, stack, tmp_
         stack.collect("echo_agent", write_jsonl(tmp_path / f"{mode}_rows.jsonl", rows(mode)), output)
         records = collected_records(output)
         assert not [r["failure"] for r in records if r["failure"]]
+        # collected through the environment server its config declares, which the agent's process serves
+        assert {r["_ng_environment_server"] for r in records} == {"echo_environment_server"}
         scored[mode] = sorted((r["task_id"], r["reward"], r["written"]) for r in records)
     assert scored["gold"] == [(f"echo/{i}", 1.0, word) for i, word in enumerate(WORDS)]
     assert [reward for _, reward, _ in scored["wrong"]] == [0.0] * len(WORDS)

@@ -28,6 +28,7 @@ import aiohttp
 import orjson
 from fastapi import APIRouter, Body, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
+from nemo_gym.rollout_correlation import current_rollout_id, rollout_context
 
 from prorl_gym.capture.protocols import CHAT, PROTOCOLS, InvalidCall, WireProtocol
 from prorl_gym.capture.trajectory import CaptureLimits, CaptureRecord, CaptureRefused, Trajectory
@@ -44,6 +45,8 @@ class CaptureGateway:
         self.call_timeout_s = call_timeout_s
         self.gate = gate  # the policy's version and pause (the trainer's weight updates)
         self._open: OrderedDict[str, tuple[Trajectory, dict]] = OrderedDict()  # key -> (its calls, its cookies)
+        # key -> the NeMo Gym rollout id its opener ran under: its calls carry it to the model server (PeerClient)
+        self._rollout_ids: dict[str, str | None] = {}
         self._ended: OrderedDict[str, CaptureRecord] = OrderedDict()
 
     def __len__(self) -> int:
@@ -56,6 +59,7 @@ class CaptureGateway:
             self.end(next(iter(self._open)))
         key = secrets.token_urlsafe(18)
         self._open[key] = (Trajectory(limits or CaptureLimits(), metadata), {})
+        self._rollout_ids[key] = current_rollout_id()
         return key
 
     def record(self, key: str) -> CaptureRecord:
@@ -70,6 +74,7 @@ class CaptureGateway:
         if key in self._ended:
             return self._ended[key]
         trajectory, _ = self._open.pop(key)
+        self._rollout_ids.pop(key, None)
         trajectory.ended = True
         record = self._ended[key] = trajectory.record()
         while len(self._ended) > ENDED_KEPT:
@@ -87,12 +92,15 @@ class CaptureGateway:
         forwarded, extends = trajectory.prepare(body)
         started = time.perf_counter()
 
+        rollout_id = self._rollout_ids.get(key)
+
         async def send():
-            async with asyncio.timeout(self.call_timeout_s):
-                response = await self.client.post(
-                    server_name=self.model_server, url_path="/v1/chat/completions", json=forwarded, cookies=cookies
-                )
-                return response, await response.read()
+            with rollout_context(rollout_id):
+                async with asyncio.timeout(self.call_timeout_s):
+                    response = await self.client.post(
+                        server_name=self.model_server, url_path="/v1/chat/completions", json=forwarded, cookies=cookies
+                    )
+                    return response, await response.read()
 
         try:  # held while the trainer has generation paused (pipeline/policy.py): outside the timeout
             (response, payload), version = await self.gate.call(send) if self.gate else (await send(), None)
@@ -123,10 +131,6 @@ class CaptureGateway:
                 return self._error(protocol, 400, "invalid_request", f"the request body is not JSON: {exc}")
             if not isinstance(body, dict):
                 return self._error(protocol, 422, "invalid_request", "the request body must be a JSON object")
-            if body.get("stream") and not protocol.streams:
-                return self._error(
-                    protocol, 400, "invalid_request", "streaming is not supported here: set stream=false"
-                )
             try:
                 chat = protocol.to_chat(body)
                 status, answer = await self.chat_completions(key, chat, protocol.name)
@@ -144,7 +148,7 @@ class CaptureGateway:
                 message = f"the policy's reply cannot be given in {protocol.name}: {exc!r}"
                 return self._error(protocol, 502, "unconvertible_reply", message[:2000])
             if body.get("stream"):
-                return StreamingResponse(iter(list(protocol.sse(answer))), media_type="text/event-stream")
+                return StreamingResponse(iter(list(protocol.sse(answer, body))), media_type="text/event-stream")
             return Response(orjson.dumps(answer), media_type="application/json")
 
         call.__name__ = f"capture_{protocol.name}"

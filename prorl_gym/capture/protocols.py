@@ -7,8 +7,12 @@ mapped back, with NeMo Gym's own converters (the ones its model servers use), so
 from any of them reads the same. Ids a harness sends never reach the model server: the capture puts
 back the ones the model produced.
 
-Streaming: an Anthropic client's `stream: true` is answered with the event stream of the complete
-answer (the capture needs the whole reply first); the OpenAI protocols refuse it (400).
+Streaming: a client's `stream: true` is answered with the event stream of the complete answer (the
+capture needs the whole reply first), in each protocol's own events, as NeMo Gym's model servers
+answer it (0.7: nemo_gym.responses_streaming, nemo_gym.chat_streaming). Their streaming dialects
+carry fields a non-streaming request has no place for (Codex CLI: `client_metadata`,
+`prompt_cache_key`, namespaced tools, `reasoning.summary`): NeMo Gym's sanitizers map them onto the
+plain request, and namespaced tool calls go back under their namespace.
 """
 
 from __future__ import annotations
@@ -44,8 +48,22 @@ def _anthropic_converter():
     return AnthropicConverter()
 
 
-def _anthropic_sse(*args, **kwargs):
-    return _anthropic_converter().anthropic_response_to_sse(*args, **kwargs)
+def _anthropic_sse(message: dict, request: dict) -> Iterator[str]:
+    return _anthropic_converter().anthropic_response_to_sse(message)
+
+
+@cache
+def _responses_streaming():
+    import nemo_gym.responses_streaming
+
+    return nemo_gym.responses_streaming
+
+
+@cache
+def _chat_streaming():
+    import nemo_gym.chat_streaming
+
+    return nemo_gym.chat_streaming
 
 
 class InvalidCall(ProrlError):
@@ -63,8 +81,7 @@ class WireProtocol:
     to_chat: Callable[[dict], dict]  # its request as a chat completion request; InvalidCall if it is not one
     from_chat: Callable[[dict, dict], dict]  # (chat completion, its request) -> its answer
     error: Callable[[int, str, str], dict]  # (status, type, message) -> its error body
-    streams: bool = False  # answers `stream: true` (with sse() of the complete answer)
-    sse: Callable[[dict], Iterator[str]] | None = None
+    sse: Callable[[dict, dict], Iterator[str]]  # (its answer, its request) -> the answer's event stream
 
 
 def _openai_error(status: int, type_: str, message: str) -> dict:
@@ -77,7 +94,14 @@ def _openai_error(status: int, type_: str, message: str) -> dict:
 def _chat_to_chat(body: dict) -> dict:
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise InvalidCall("a chat completion request needs a non-empty `messages` list")
+    if body.get("stream") is True:  # its streaming dialect (OpenCode): stream options and bookkeeping dropped
+        return _chat_streaming().sanitize_streaming_chat_body(body)[0]
     return body
+
+
+def _chat_sse(completion: dict, request: dict) -> Iterator[str]:
+    include_usage = _chat_streaming().sanitize_streaming_chat_body({"stream_options": request.get("stream_options")})
+    return _chat_streaming().synthesize_chat_completion_sse(completion, include_usage=include_usage[1])
 
 
 # ---------------------------------------------------------------- Responses API
@@ -86,22 +110,28 @@ def _chat_to_chat(body: dict) -> dict:
 def _responses_to_chat(body: dict) -> dict:
     if body.get("previous_response_id"):
         raise InvalidCall("previous_response_id is not supported: send the whole input (store=false)", 400)
-    body = {k: v for k, v in body.items() if k != "stream"}
+    streaming = _responses_streaming()
     if isinstance(body.get("tools"), list):  # `strict` may be left out (OpenAI's API takes that); the model wants it
-        body["tools"] = [t | {"strict": t.get("strict")} if _is_function(t) else t for t in body["tools"]]
+        body = body | {"tools": [t | {"strict": t.get("strict")} if _is_function(t) else t for t in body["tools"]]}
+    if body.get("stream"):  # its streaming dialect (Codex CLI): mapped onto the plain request, as NeMo Gym does
+        body = streaming.sanitize_streaming_responses_body(body)[0]
+    else:
+        body = {k: v for k, v in body.items() if k != "stream"}
+    # What asks for more than a chat completion has (a reasoning summary, `include`: encrypted reasoning, ...): the
+    # answer comes without it, as it would from a model that has none to give
+    if isinstance(reasoning := body.get("reasoning"), dict):
+        body["reasoning"] = {"effort": reasoning["effort"]} if reasoning.get("effort") else None
+    body.pop("include", None)
     try:
-        return _as_chat(NeMoGymResponseCreateParamsNonStreaming.model_validate(body))
+        return _as_chat(streaming.validate_streaming_responses_params(body))
     except (ValidationError, NotImplementedError, KeyError, TypeError) as exc:
         raise InvalidCall(f"not a Responses API request this endpoint can take: {_reason(exc)}") from None
 
 
 def _as_chat(params: NeMoGymResponseCreateParamsNonStreaming) -> dict:
-    """Responses create params as a chat completion request; the converter leaves `instructions` out:
-    they lead the conversation as its system message, as a Responses model server renders them."""
-    chat = _responses_converter().responses_to_chat_completion_create_params(params).model_dump(exclude_unset=True)
-    if params.instructions:
-        chat["messages"] = [{"role": "system", "content": params.instructions}, *chat["messages"]]
-    return chat
+    """Responses create params as a chat completion request (NeMo Gym's converter: since 0.7 `instructions`
+    lead the conversation as its system message, with a leading system or developer message folded in)."""
+    return _responses_converter().responses_to_chat_completion_create_params(params).model_dump(exclude_unset=True)
 
 
 def _is_function(tool: object) -> bool:
@@ -121,6 +151,8 @@ def _chat_to_response(completion: dict, request: dict) -> dict:
         item.model_dump()
         for item in _responses_converter().postprocess_assistant_message_dict(choice.get("message") or {})
     ]
+    tools, namespaces = _responses_streaming().flatten_namespace_tools(request.get("tools"))
+    output = _responses_streaming().restore_namespace_tool_calls(output, namespaces)  # called as it offered them
     usage = completion.get("usage") or {}
     prompt_tokens, completion_tokens = usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0)
     reason = {"length": "max_output_tokens", "content_filter": "content_filter"}.get(choice.get("finish_reason"))
@@ -132,7 +164,7 @@ def _chat_to_response(completion: dict, request: dict) -> dict:
         output=output,
         tool_choice=request.get("tool_choice") or "auto",
         parallel_tool_calls=request.get("parallel_tool_calls", True),
-        tools=request.get("tools") or [],
+        tools=[t for t in tools if isinstance(t, dict) and t.get("type") in ("function", "custom")],
         instructions=request.get("instructions"),
         metadata=request.get("metadata"),
         incomplete_details={"reason": reason} if reason else None,
@@ -169,16 +201,17 @@ def _anthropic_error(status: int, type_: str, message: str) -> dict:
     return {"type": "error", "error": {"type": kinds.get(status, "api_error"), "message": f"{type_}: {message}"}}
 
 
-CHAT = WireProtocol("chat_completions", CHAT_COMPLETIONS_PATH, _chat_to_chat, lambda c, _: c, _openai_error)
-RESPONSES = WireProtocol("responses", RESPONSES_PATH, _responses_to_chat, _chat_to_response, _openai_error)
+CHAT = WireProtocol("chat_completions", CHAT_COMPLETIONS_PATH, _chat_to_chat, lambda c, _: c, _openai_error, _chat_sse)
+RESPONSES = WireProtocol(
+    "responses",
+    RESPONSES_PATH,
+    _responses_to_chat,
+    _chat_to_response,
+    _openai_error,
+    lambda response, _: _responses_streaming().synthesize_responses_sse(response),
+)
 MESSAGES = WireProtocol(
-    "anthropic_messages",
-    MESSAGES_PATH,
-    _messages_to_chat,
-    _chat_to_message,
-    _anthropic_error,
-    streams=True,
-    sse=_anthropic_sse,
+    "anthropic_messages", MESSAGES_PATH, _messages_to_chat, _chat_to_message, _anthropic_error, _anthropic_sse
 )
 PROTOCOLS = {p.path: p for p in (CHAT, RESPONSES, MESSAGES)}
 assert set(PROTOCOLS) == MODEL_PATHS  # an in-sandbox harness reaches each, and nothing else

@@ -38,7 +38,7 @@ from prorl_gym.capture.tree import TokenTree, TreeNode
 from prorl_gym.config import StrictConfig
 from prorl_gym.errors import ProrlError
 from prorl_gym.tokens.template import text_of
-from prorl_gym.wire.items import TRAINING_FIELDS
+from prorl_gym.wire.items import TRAINING_FIELDS, chat_message_fields
 
 THINK = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)  # a reasoning model's thinking, leading its text
 
@@ -226,10 +226,10 @@ class Trajectory:
             if len(keys) > n and keys[n] == call.reply_key and keys[:n] == call.keys:
                 if call.record.context != context:  # other tools or template options: the old ids are not this prompt
                     break
-                messages = [_without_ids(m) for m in messages]  # only ids the model produced, and only here
+                messages = [chat_message_fields(m) for m in messages]  # only ids the model produced, only here
                 messages[n] |= call.ids
                 return self._forwarded({**body, "messages": messages}), call.record.index
-        return self._forwarded({**body, "messages": [_without_ids(m) for m in messages]}), None
+        return self._forwarded({**body, "messages": [chat_message_fields(m) for m in messages]}), None
 
     def _forwarded(self, body: dict) -> dict:
         """The rollout's metadata on a call that has none; a call's output capped at what is left of

@@ -17,7 +17,7 @@ from typing import IO
 
 from prorl_gym.dashboard.export import DASHBOARD_HTML, find_agent, save_snapshot
 from prorl_gym.environments import environment as find_environment
-from prorl_gym.stack import Stack, StackError, cpu_rollout_limits, stop_session
+from prorl_gym.stack import Stack, StackError, cpu_rollout_limits, only_failures_collected, stop_session
 from prorl_gym.watch import PolicyWatch
 from prorl_gym.wire.jobs import PolicyHealthView
 
@@ -87,7 +87,7 @@ def collect_with_progress(
             tee.join(timeout=5)
             proc.stderr.close()
     sys.stderr.write("\n")
-    if proc.returncode != 0:
+    if proc.returncode != 0 and not only_failures_collected(output_jsonl):
         raise StackError(f"ng_collect_rollouts failed ({proc.returncode}); see {log}")
 
 

@@ -7,7 +7,12 @@ whose resources server died would wait out its whole tool timeout, and a release
 could hang forever. Here a peer that does not accept the connection is an error at once
 (aiohttp.ClientConnectorError), which the pipeline types as an infrastructure failure
 and retries as a whole rollout; every call is also bounded by the caller's timeout.
-Same interface as ServerClient.post/get (server name, path, json, cookies).
+Same interface as ServerClient.post/get (server name, path, json, cookies), and the same attribution:
+inside a rollout's context (nemo_gym.rollout_correlation), a call is sent under the rollout's path
+prefix where ServerClient.request would send it (NeMo Gym 0.7: the model server's generation routes
+when observability or training-token capture is on, with capture's own segment for the latter; every
+route of a resources server when observability is on), so NeMo Gym's capture and observability
+attribute it to its rollout.
 """
 
 from __future__ import annotations
@@ -17,19 +22,29 @@ from typing import Any
 
 import aiohttp
 import orjson
-from nemo_gym.global_config import get_first_server_config_dict
-from nemo_gym.server_utils import ServerClient
+from nemo_gym.config_types import ROLLOUT_PATH_PREFIX
+from nemo_gym.global_config import OBSERVABILITY_ENABLED_KEY_NAME, get_first_server_config_dict
+from nemo_gym.rollout_correlation import current_rollout_id
+from nemo_gym.server_utils import ServerClient, rollout_path_prefix
 from pydantic import BaseModel
 
 CONNECT_TIMEOUT_S = 5.0
+GENERATIONS = frozenset({"/v1/responses", "/v1/chat/completions", "/v1/messages"})  # what NeMo Gym attributes
 
 
 class PeerClient:
-    def __init__(self, server_client: ServerClient, connect_timeout_s: float = CONNECT_TIMEOUT_S):
+    def __init__(
+        self, server_client: ServerClient, connect_timeout_s: float = CONNECT_TIMEOUT_S, token_capture: bool = False
+    ):
+        """token_capture: NeMo Gym's training-token capture is on for the caller (the agent): its model calls
+        go under capture's own path segment, where the model server records their ids."""
         self._config = server_client.global_config_dict
         self._connect_timeout_s = connect_timeout_s
         self._urls: dict[str, str] = {}
         self._session: aiohttp.ClientSession | None = None
+        self._observability = bool(self._config.get(OBSERVABILITY_ENABLED_KEY_NAME, False))
+        self._token_capture = token_capture
+        self._kinds: dict[str, str | None] = {}
 
     def url(self, server_name: str) -> str:
         if server_name not in self._urls:
@@ -62,7 +77,24 @@ class PeerClient:
             data, headers = orjson.dumps(body), {"Content-Type": "application/json"}
         if cookies:  # as a header: aiohttp's `cookies=` builds a cookie jar per request (~0.1 ms)
             headers["Cookie"] = cookie_header(cookies)
+        if (self._observability or self._token_capture) and (rollout_id := current_rollout_id()) is not None:
+            url_path = self._attributed(server_name, url_path, rollout_id)
         return await self.session.request(method, self.url(server_name) + url_path, data=data, headers=headers)
+
+    def _attributed(self, server_name: str, url_path: str, rollout_id: str) -> str:
+        """`url_path` under the rollout's prefix where NeMo Gym's ServerClient.request would put it."""
+        if url_path.startswith(f"/{ROLLOUT_PATH_PREFIX}/"):
+            return url_path
+        if server_name not in self._kinds:
+            entry = self._config.get(server_name) or {}
+            kinds = [k for k in ("responses_api_models", "resources_servers") if k in entry]
+            self._kinds[server_name] = kinds[0] if kinds else None
+        kind = self._kinds[server_name]
+        if kind == "responses_api_models" and url_path.partition("?")[0] in GENERATIONS:
+            return rollout_path_prefix(rollout_id, token_capture=self._token_capture) + url_path
+        if kind == "resources_servers" and self._observability:
+            return rollout_path_prefix(rollout_id) + url_path
+        return url_path
 
     async def post(self, server_name: str, url_path: str, json: Any = None, cookies: dict | None = None):
         return await self.request("POST", server_name, url_path, json, cookies)

@@ -15,7 +15,6 @@ mapping, the tool routes, the verifier pool and the lifecycle:
 """
 
 # No `from __future__ import annotations`: FastAPI reads the tool routes' body types from their annotations.
-import inspect
 import logging
 import time
 from typing import Any, ClassVar
@@ -139,10 +138,9 @@ def _route(method, body_type: type[BaseModel]):
             return Response(result.model_dump_json(by_alias=True), media_type="application/json")
         return result
 
-    params = list(inspect.signature(route).parameters.values())
-    route.__signature__ = inspect.Signature(
-        [params[0], params[1].replace(annotation=Request), params[2].replace(annotation=body_type)]
-    )
+    # Annotations, not a __signature__: NeMo Gym 0.7 wraps /verify (judge_failsafe, functools.wraps of the bound
+    # method), which would copy a __signature__ that still names `self` (FastAPI: a required query parameter)
+    route.__annotations__ = {"request": Request, "body": body_type}
     route.__name__ = route.__qualname__ = method.__name__.lstrip("_")
     route.__doc__ = method.__doc__
     return route

@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""`prorl_local`: our sandboxes behind NeMo Gym's sandbox provider protocol (nemo-gym 0.4.0).
+"""`prorl_local`: our sandboxes behind NeMo Gym's sandbox provider protocol (nemo-gym 0.7).
 
 Published through the `nemo_gym.sandbox_providers` entry point (pyproject.toml), so NeMo Gym's
 agents select it by name like a built-in provider. The provider config is our SandboxSpec:
@@ -15,7 +15,9 @@ agents select it by name like a built-in provider. The provider config is our Sa
 Per sandbox, NeMo Gym's SandboxSpec maps onto ours: workdir -> workspace, env -> env (added),
 ready_timeout_s -> start_timeout_s, ttl_s -> lease_ttl_s, resources.memory_mib ->
 limits.memory_bytes, resources.disk_gib -> limits.workspace_bytes; provider_options may set any
-of our fields and has the last word. What we cannot honour is refused, not silently dropped.
+of our fields and has the last word. What we cannot honour is refused, not silently dropped: a
+container entrypoint, GPUs, and service ports (`ports`: nothing outside can reach a port inside,
+as the sandbox has no network namespace shared with the host, so no endpoint could be resolved).
 """
 
 from __future__ import annotations
@@ -100,6 +102,12 @@ class ProrlLocalProvider:
             raise SandboxCreateError("prorl_local does not run container entrypoints (spec.entrypoint)")
         if resources.gpu:
             raise SandboxCreateError("prorl_local sandboxes have no GPUs (spec.resources.gpu)")
+        if spec.ports:
+            raise SandboxCreateError(
+                f"prorl_local cannot expose service ports {list(spec.ports)} (spec.ports): its sandboxes share no "
+                "network with the host, so no endpoint outside could reach them; use a provider that serves "
+                "ports (docker, daytona, ...) for this task"
+            )
         if resources.cpu is not None:
             log.warning("prorl_local: resources.cpu is ignored (no CPU quota; limits.cpu_time_s caps CPU seconds)")
         derived: dict[str, Any] = {"env": dict(spec.env)}

@@ -3,7 +3,12 @@
 """Typed rollout failures. A failed rollout is marked, never silently scored 0.
 
 NeMo Gym's ng_collect_rollouts routes rows carrying `_ng_failure_class` to a
-`*_failures.jsonl` sidecar; trainers drop rows whose `failure` is set.
+`*_failures.jsonl` sidecar; trainers drop rows whose `failure` is set. Each failed record also
+speaks NeMo Gym 0.7's failure vocabulary (`nemo_gym_fields`): `failure_kind` (its shared names,
+nemo_gym/failure_kinds.py, or `prorl:<type>` where none says what happened), `failure_reason`,
+`mask_sample` (a failed rollout's reward is no measurement) and `_ng_failure_terminal`, which
+ng_collect_rollouts' resume reads: a terminal failure is never run again, any other is (up to
+NEMO_GYM_MAX_ROLLOUT_ATTEMPTS), so a resume runs again the infrastructure's failures only.
 
 Every failure says whether it is the infrastructure's (`infra`: a sandbox that would not
 start or was lost, a server or verifier that died, a policy endpoint gone before it produced
@@ -53,12 +58,49 @@ class FailureType(StrEnum):
     HARNESS_ERROR = "harness_error"  # an agent harness run as the RUN stage raised (its traceback in the message)
 
 
+# NeMo Gym 0.7's failure_kind of each type (registered names: nemo_gym.failure_kinds); a type whose kind
+# depends on whose fault it was maps (infrastructure's, task's). Types with no shared name: `prorl:<type>`.
+NEMO_GYM_KINDS: dict[FailureType, str | tuple[str, str]] = {
+    FailureType.INIT_ERROR: ("provider_unavailable", "prorl:init_error"),  # no sandbox / a malformed row
+    FailureType.POLICY_ERROR: "transport_peer_drop",
+    FailureType.POLICY_INCOMPATIBLE: "prorl:policy_incompatible",
+    FailureType.TOOL_ERROR: ("transport_unreachable", "prorl:tool_error"),  # its server / a route it lacks
+    FailureType.SANDBOX_LOST: "session_lost",
+    FailureType.SERVER_DOWN: "transport_unreachable",
+    FailureType.POLICY_DOWN: "transport_unreachable",  # no policy endpoint healthy for its grace period
+    FailureType.TIMEOUT: "agent_timeout",
+    FailureType.EVAL_ERROR: "verifier_error",
+    FailureType.CANCELLED: "cancelled",
+    FailureType.SHUTDOWN: "shutdown",
+    FailureType.AGENT_RESTARTED: "kill_shaped",
+    FailureType.AGENT_ERROR: "agent_run_error",
+    FailureType.HARNESS_ERROR: "agent_run_error",
+}
+NG_TERMINAL_KEY = "_ng_failure_terminal"  # read by ng_collect_rollouts' resume
+
+
 class Failure(BaseModel):
     stage: Stage | None  # None: not known where it ended (a job cancelled from outside)
     type: FailureType
     message: str
     infra: bool = False  # the infrastructure's fault, not the task's: retried within the budget
     refused: bool = False  # infra, and turned away before any work: not counted in retry.max_attempts
+
+    @property
+    def kind(self) -> str:
+        """Its NeMo Gym 0.7 failure_kind."""
+        kind = NEMO_GYM_KINDS[self.type]
+        return kind if isinstance(kind, str) else kind[0 if self.infra else 1]
+
+    def nemo_gym_fields(self) -> dict:
+        """A failed record's fields in NeMo Gym 0.7's vocabulary: the task's failures are terminal (a resume
+        does not run them again: the same row fails the same way), the infrastructure's are not."""
+        return {
+            "failure_kind": self.kind,
+            "failure_reason": self.message,
+            "mask_sample": True,
+            NG_TERMINAL_KEY: not self.infra,
+        }
 
 
 class RolloutFailure(ProrlError):

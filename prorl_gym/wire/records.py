@@ -137,8 +137,12 @@ class RolloutRecord(BaseModel):
 
     def wire(self) -> dict[str, Any]:
         """The JSON-ready dict: NeMo Gym's names; the failure class and the stream fields only when set
-        (ng_collect_rollouts files a row with any `_ng_failure_class` key as a failure)."""
-        return self.model_dump(mode="json", by_alias=True, exclude=_unset_optional_fields(self))
+        (ng_collect_rollouts files a row with any `_ng_failure_class` key as a failure); a failure also in
+        NeMo Gym 0.7's vocabulary (Failure.nemo_gym_fields)."""
+        data = self.model_dump(mode="json", by_alias=True, exclude=_unset_optional_fields(self))
+        if self.failure is not None:
+            data |= self.failure.nemo_gym_fields()
+        return data
 
     @property
     def usable(self) -> bool:

@@ -18,8 +18,10 @@ from prorl_gym.supervise import supervise_early
 supervise_early(__name__)  # run by ng_run: become the small supervisor before the server's imports
 
 import asyncio
+import hashlib
 import json
 import logging
+import re
 import signal
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
@@ -29,16 +31,18 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from nemo_gym.base_responses_api_agent import BaseResponsesAPIAgentConfig, Body, SimpleResponsesAPIAgent
 from nemo_gym.config_types import ModelServerRef, ResourcesServerRef
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
+from nemo_gym.rollout_correlation import current_rollout_id, rollout_context
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
 from prorl_gym.asgi import PlainASGIMiddleware, without_joining_ray
 from prorl_gym.capture import CaptureGateway
+from prorl_gym.capture.token_ledger import TokenLedger
 from prorl_gym.config import StrictConfig, StrictServerConfig
 from prorl_gym.dashboard.server import Dashboard, DashboardConfig
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.pipeline.admission import JobError
 from prorl_gym.pipeline.aggregate import rollout_metrics
-from prorl_gym.pipeline.jobs import JobManager
+from prorl_gym.pipeline.jobs import JobManager, current_job_id
 from prorl_gym.pipeline.journal import Journal, JournalConfig
 from prorl_gym.pipeline.peers import PeerClient
 from prorl_gym.pipeline.policy import PolicyGate
@@ -59,6 +63,7 @@ from prorl_gym.wire.jobs import (
     SubmitRequest,
 )
 from prorl_gym.wire.records import RolloutRecord, failed_record
+from responses_api_agents.prorl_agent.front_door import FrontDoor, front_door_addresses
 from responses_api_agents.prorl_agent.harness import HarnessLoop
 from responses_api_agents.prorl_agent.harnesses import load_harness
 from responses_api_agents.prorl_agent.loop import LoopLimits
@@ -150,7 +155,8 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
             workers = dict.fromkeys(workers, 1 << 20)
         timeouts = {Stage.INIT: c.init_timeout_s, Stage.RUN: c.run_timeout_s, Stage.EVAL: c.eval_timeout_s}
         self._pools = {stage: StagePool(stage, workers[stage], timeouts[stage]) for stage in Stage}
-        self._peers = PeerClient(self.server_client)
+        # NeMo Gym 0.7's training-token capture on for this agent: its model calls go under capture's segment
+        self._peers = PeerClient(self.server_client, token_capture=self._token_id_capture_enabled())
         peers = Peers(self._peers, c.resources_server.name, c.model_server.name)
         self._pipeline = RolloutPipeline(
             peers,
@@ -220,8 +226,14 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
 
     def setup_webserver(self):
         app = super().setup_webserver()
+        # NeMo Gym 0.7 collects through the environment servers that name this agent: this process serves
+        # their addresses (front_door.py), opened once the rest of the agent has started, closed first
+        if doors := front_door_addresses(self.server_client.global_config_dict, self.config.name):
+            front_door = FrontDoor(app, doors)
+            run_with_app(app, front_door.start, front_door.close)
         self._mount_job_routes(app)
         app.include_router(self._capture.router())  # bring-your-own-agent harnesses call the policy here
+        app.include_router(TokenLedger().router())  # NeMo Gym 0.7's token-capture transport (capture/token_ledger.py)
         self._metrics.mount(app)
         if self.config.dashboard.enabled:
             self._dashboard.mount(app)
@@ -311,14 +323,24 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
         return failed_record(row, Failure(stage=None, type=FailureType.SHUTDOWN, message=message, infra=True)).wire()
 
     async def rollout(self, row: dict, cookies: dict | None = None) -> RolloutRecord:
-        if self._tracing is None:
-            record = await self._pipeline.rollout(row, cookies)
-        else:
-            environment = self.config.resources_server.name
-            record = await traced_rollout(self._tracing, environment, lambda: self._pipeline.rollout(row, cookies))
+        # Its calls carry its rollout id where NeMo Gym's capture or observability is on (PeerClient): /run set
+        # it from the row (NeMo Gym's rollout_context); a job's is its job id
+        with rollout_context(current_rollout_id() or self._job_rollout_id()):
+            if self._tracing is None:
+                record = await self._pipeline.rollout(row, cookies)
+            else:
+                environment = self.config.resources_server.name
+                rollout = lambda: self._pipeline.rollout(row, cookies)  # noqa: E731
+                record = await traced_rollout(self._tracing, environment, rollout)
         self._metrics.finished(record)
         self._dashboard.counters.rollout(record)
         return record
+
+    def _job_rollout_id(self) -> str | None:
+        """The job API's rollout (its task names its job) as a NeMo Gym rollout id, where one is wanted."""
+        if not self._capture_correlation_enabled() or (job_id := current_job_id()) is None:
+            return None
+        return rollout_id_of_job(job_id)
 
     # ------------------------------------------------------------------ /v1/responses: the loop alone
 
@@ -405,6 +427,15 @@ class ProRLAgent(PlainASGIMiddleware, SimpleResponsesAPIAgent):
     def get_key_metrics(self, agent_metrics: dict[str, Any]) -> dict[str, Any]:
         keys = ("mean/reward", "mean_reward_valid", "failure_rate", "contiguous_fraction")
         return {k: v for k, v in agent_metrics.items() if k in keys or k.startswith("failures/")}
+
+
+def rollout_id_of_job(job_id: str) -> str:
+    """A job id as NeMo Gym's rollout id (a path segment: letters, digits, `.`, `_`, `-`): its own where it is
+    one, else its characters outside that set replaced and a digest of it added (distinct jobs, distinct ids)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", job_id).lstrip("._-")
+    if safe == job_id:
+        return job_id
+    return f"{safe or 'job'}-{hashlib.sha256(job_id.encode()).hexdigest()[:12]}"
 
 
 if __name__ == "__main__":

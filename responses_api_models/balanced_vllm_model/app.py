@@ -27,23 +27,22 @@ import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from typing import Any, TypeVar
-from uuid import uuid4
 
 from aiohttp.client_exceptions import ClientResponseError
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.exceptions import RequestValidationError
 from nemo_gym.base_responses_api_model import Body
 from nemo_gym.openai_utils import (
     NeMoGymAsyncOpenAI,
     NeMoGymChatCompletion,
     NeMoGymChatCompletionCreateParamsNonStreaming,
+    NeMoGymChatCompletionMessage,
     NeMoGymResponse,
     NeMoGymResponseCreateParamsNonStreaming,
-    NeMoGymResponseInputTokensDetails,
-    NeMoGymResponseOutputTokensDetails,
-    NeMoGymResponseUsage,
 )
 from nemo_gym.server_utils import SESSION_ID_KEY, is_nemo_gym_fastapi_entrypoint
+from nemo_gym.telemetry.endpoints import traced_endpoint
+from nemo_gym.telemetry.span_groups import GymSpanGroup
 from pydantic import BaseModel, PrivateAttr, ValidationError, model_validator
 from pydantic_core import from_json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -58,7 +57,7 @@ from prorl_gym.wire.items import parse_create_params
 from responses_api_models.balanced_vllm_model.balancer import Unavailable, normalize_url
 from responses_api_models.balanced_vllm_model.client import TokenIdsUnavailable
 from responses_api_models.balanced_vllm_model.llamacpp import CONTEXT_ERROR, UnsupportedSampling
-from responses_api_models.balanced_vllm_model.pool import BalancerSettings, EndpointPool, Lease
+from responses_api_models.balanced_vllm_model.pool import BalancerSettings, EndpointFile, EndpointPool, Lease
 from responses_api_models.balanced_vllm_model.tito import TokenInTokenOut, TokenModeSettings
 from responses_api_models.vllm_model.app import VLLMModel, VLLMModelConfig
 
@@ -109,9 +108,9 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
     _tito: TokenInTokenOut | None = PrivateAttr(None)
 
     def _post_init(self) -> None:
+        super()._post_init()  # vllm_model's state (transport log, external capture staging, ...); its clients unused
         c = self.config
         self._pool = EndpointPool(c, c.api_key, c.default_headers, list(c.base_url))
-        self._converter = self.get_converter()
         self._metrics = ServerMetrics()
         doc = "Policy calls by endpoint and outcome (ok, or the HTTP status)"
         self._call_seconds = self._metrics.histogram("prorl_policy_call_seconds", doc, ("endpoint", "outcome"))
@@ -136,9 +135,12 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
 
     def setup_webserver(self) -> FastAPI:
         app = super().setup_webserver()
-        # NeMo Gym routed /v1/responses to responses() (its body parsed by FastAPI): ours reads it itself
+        # NeMo Gym routed /v1/responses to responses_dispatch (its body validated by its item union): ours reads
+        # it itself, traced as NeMo Gym traces its own
         app.router.routes = [r for r in app.router.routes if getattr(r, "path", None) != "/v1/responses"]
-        app.post("/v1/responses")(self._responses_route)
+        attributes = {"nemo.gym.server.name": self.config.name}
+        route = traced_endpoint(GymSpanGroup.MODEL_CALL, "gym.model.responses", self._responses_route, attributes)
+        app.post("/v1/responses")(route)
         app.get("/endpoints")(self.list_endpoints)
         app.post("/endpoints")(self.add_endpoint)
         app.delete("/endpoints")(self.remove_endpoint)
@@ -148,6 +150,9 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
         self._metrics.mount(app)
 
         run_with_app(app, self._pool.start, self._pool.close)  # health checks run from here until shutdown
+        if self.config.endpoint_file:  # vllm_model's option: the pool follows the URL the file publishes
+            follower = EndpointFile(self._pool, self.config.endpoint_file, self.config.endpoint_check_interval_s)
+            run_with_app(app, follower.start, follower.close)
         return app
 
     # ------------------------------------------------------------------ policy calls
@@ -171,58 +176,38 @@ class BalancedVLLMModel(PlainASGIMiddleware, VLLMModel):
             response.metadata = (response.metadata or {}) | said
         return response
 
-    async def _responses_route(self, request: Request) -> NeMoGymResponse:
-        """/v1/responses: the request's items validated by their type (prorl_gym/wire/items.py) instead of
-        through NeMo Gym's 11-way union (FastAPI's Body()); the same params, the same 422s, ~2x cheaper."""
-        return await self.responses(request, await _create_params(request))
+    async def _responses_route(self, request: Request) -> Response:
+        """/v1/responses as NeMo Gym's own (responses_dispatch): through its token capture (_invoke_responses:
+        the rollout's parent resolved, the call's ids recorded; _finalize_served_response), a streamed request
+        answered as its Responses events; the request's items validated by their type (prorl_gym/wire/items.py)
+        instead of through NeMo Gym's item union (its route's validation): the same params, the same 422s,
+        ~2x cheaper."""
+        data = await _request_json(request)
+        if isinstance(data, dict) and data.get("stream"):  # its streaming dialect (Codex CLI): NeMo Gym's path
+            return await self.responses_dispatch(request, data)
+        response = await self._invoke_responses(request, _create_params(data))
+        answer = Response(response.model_dump_json(by_alias=True), media_type="application/json")  # in one pass
+        await self._finalize_served_response(response)
+        return answer
 
     async def _responses_via_chat(
         self, request: Request, body: NeMoGymResponseCreateParamsNonStreaming
     ) -> NeMoGymResponse:
         """As VLLMModel.responses: Responses params -> Chat Completions -> a Response (tests/.../test_app.py
-        compares the two)."""
+        compares the two), its items kept as the converter made them: the converter dumps them and the
+        Response validates them again (~1 ms for an item with a few thousand ids)."""
         chat_params = self._converter.responses_to_chat_completion_create_params(body)
         body.model = self.config.model
         completion = await self.chat_completions(request, chat_params)
         choice = completion.choices[0]
-        usage = None
-        if completion.usage:
-            prompt, generated = completion.usage.prompt_tokens, completion.usage.completion_tokens
-            usage = NeMoGymResponseUsage(
-                input_tokens=prompt,
-                input_tokens_details=NeMoGymResponseInputTokensDetails(cached_tokens=0),
-                output_tokens=generated,
-                output_tokens_details=NeMoGymResponseOutputTokensDetails(reasoning_tokens=0),
-                total_tokens=prompt + generated,
-            )
-        incomplete = {"length": "max_output_tokens", "content_filter": "content_filter"}.get(choice.finish_reason)
-        return NeMoGymResponse(
-            id=f"resp_{uuid4().hex}",
-            created_at=int(time.time()),
-            model=body.model,
-            object="response",
-            output=self._converter.postprocess_chat_response(choice),
-            tool_choice=body.tool_choice if body.tool_choice is not None else "auto",
-            parallel_tool_calls=body.parallel_tool_calls,
-            tools=body.tools,
-            temperature=body.temperature,
-            top_p=body.top_p,
-            background=body.background,
-            max_output_tokens=body.max_output_tokens,
-            max_tool_calls=body.max_tool_calls,
-            previous_response_id=body.previous_response_id,
-            prompt=body.prompt,
-            reasoning=body.reasoning,
-            service_tier=body.service_tier,
-            text=body.text,
-            top_logprobs=body.top_logprobs,
-            truncation=body.truncation,
-            metadata=body.metadata,
-            instructions=body.instructions,
-            user=body.user,
-            incomplete_details={"reason": incomplete} if incomplete else None,
-            usage=usage,
+        bare = completion.model_copy(
+            update={"choices": [choice.model_copy(update={"message": NeMoGymChatCompletionMessage(role="assistant")})]}
         )
+        response = self._converter.chat_completion_to_response(
+            responses_create_params=body, chat_completion=bare, preserve_envelope_id=self._preserve_envelope_id()
+        )
+        response.output = self._converter.postprocess_chat_response(choice)
+        return response
 
     async def chat_completions(
         self, request: Request, body: NeMoGymChatCompletionCreateParamsNonStreaming = Body()
@@ -371,14 +356,18 @@ def _chat_prompt_kind(messages: list[dict], completion: NeMoGymChatCompletion) -
     return "extended" if [int(i) for i in prompt[: len(seen)]] == [int(i) for i in seen] else "drifted"
 
 
-async def _create_params(request: Request) -> NeMoGymResponseCreateParamsNonStreaming:
-    """The request's body as FastAPI's Body() would give it (a 422 with the errors otherwise)."""
+async def _request_json(request: Request) -> Any:
+    """The request's body, decoded (a 422 as FastAPI's Body() answers a body that is not JSON)."""
     raw = await request.body()
     try:
-        data = from_json(raw)
+        return from_json(raw)
     except ValueError as e:
         error = {"type": "json_invalid", "loc": ("body",), "msg": f"JSON decode error: {e}", "input": {}}
         raise RequestValidationError([error], body=raw) from e
+
+
+def _create_params(data: Any) -> NeMoGymResponseCreateParamsNonStreaming:
+    """The request's params as FastAPI's Body() would give them (a 422 with the errors otherwise)."""
     try:
         return parse_create_params(data)
     except ValidationError as e:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from aiohttp import (
 from pydantic import BaseModel, Field
 from yarl import URL
 
-from responses_api_models.balanced_vllm_model.balancer import Balancer, Endpoint, Unavailable
+from responses_api_models.balanced_vllm_model.balancer import Balancer, Endpoint, Unavailable, normalize_url
 from responses_api_models.balanced_vllm_model.client import EndpointClient
 
 log = logging.getLogger(__name__)
@@ -237,3 +238,60 @@ def _consume(task: asyncio.Future[Any]) -> None:
     """Mark a call's outcome as seen: an abandoned call must not log 'exception never retrieved'."""
     if not task.cancelled():
         task.exception()
+
+
+class EndpointFile:
+    """vllm_model's `endpoint_file`: a shared serving job that moves hosts when it restarts publishes its base URL
+    in a file. The pool follows it: a newly published URL joins (once it answers its health check) and the
+    endpoints it replaces leave, their sessions' next calls answered 503 (their rollouts run again from INIT, as
+    after any endpoint's death). A missing or empty file (the job rotating) changes nothing; an endpoint that
+    is gone is declared dead by the health checks."""
+
+    def __init__(self, pool: EndpointPool, path: str, interval_s: float):
+        self.pool, self.path, self.interval_s = pool, path, interval_s
+        self._mtime: float | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        await self.check()
+        self._task = asyncio.create_task(self._loop(), name="policy-endpoint-file")
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def check(self) -> None:
+        published = await asyncio.to_thread(self._read)
+        if published is None:
+            return
+        url = normalize_url(published)
+        if [e.url for e in self.pool.balancer.endpoints] == [url]:
+            return
+        log.warning("endpoint file %s publishes %s: the pool follows it", self.path, url)
+        if self.pool.balancer.get(url) is None:
+            self.pool.add(url, healthy=await self.pool.probe(url) is None)
+        for endpoint in self.pool.balancer.endpoints:
+            if endpoint.url != url:
+                self.pool.remove(endpoint.url, cancel_in_flight=False)
+
+    def _read(self) -> str | None:
+        """The URL the file publishes now, if it changed since the last read."""
+        try:
+            mtime = os.stat(self.path).st_mtime
+            if mtime == self._mtime:
+                return None
+            with open(self.path) as f:
+                url = f.read().strip()
+        except OSError:
+            return None
+        self._mtime = mtime
+        return url or None
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval_s)
+            try:
+                await self.check()
+            except Exception:  # a bad URL in the file must not end the following
+                log.exception("reading endpoint file %s failed", self.path)

@@ -143,7 +143,16 @@ class ScriptedPolicy:
     def next_step(self, messages: list[dict], mode: str, tools: list[dict] | None = None) -> Step:
         names = {(t.get("function") or t).get("name") for t in tools or []}
         history = "".join(_text(m.get("content")) for m in messages if m.get("role") == "assistant")
-        return self.step_for(_first_user_text(messages), _steps_done(messages), mode, names, history)
+        users = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
+        return self.step_for(self.task_of(users), _steps_done(messages), mode, names, history)
+
+    def task_of(self, texts: list[str]) -> str:
+        """The user message that holds the task: the first one a script is known for (a harness may lead
+        with its own, e.g. the Codex CLI's <environment_context>), else the first."""
+        for text in texts:
+            if _key(text) in self._rows or self._wrapped(_key(text), text) is not None:
+                return text
+        return texts[0] if texts else ""
 
     def step_for(
         self, first_user_text: str, turn: int, mode: str, tools: set[str] | None = None, history: str = ""
@@ -205,15 +214,18 @@ SLOW_MARK = "[pace: slow]"
 FINAL_ANSWER = "The fix is in place."
 
 
+# A harness's shell tool under another name and argument (the Codex CLI's `exec_command` takes `cmd`): a recorded
+# `bash` call is made with it when the harness offers no `bash`.
+SHELL_TOOLS = {"exec_command": "cmd"}
+
+
 def _as_instructed(step: Step, prompt: str, tools: set[str]) -> Step:
-    """A recorded step as the harness at hand takes it: its tools by their own names (Claude Code's `Bash`),
-    a submission as its instructions say (a command, or a last answer without a tool call)."""
+    """A recorded step as the harness at hand takes it: its tools by their own names (Claude Code's `Bash`,
+    the Codex CLI's `exec_command`), a submission as its instructions say (a command, or a last answer without
+    a tool call)."""
     if tools:  # recorded names matched to the offered ones regardless of case
         offered = {name.lower(): name for name in tools}
-        step = Step(
-            content=step.content,
-            tool_calls=[c | {"name": offered.get(c["name"].lower(), c["name"])} for c in step.tool_calls],
-        )
+        step = Step(content=step.content, tool_calls=[_offered(c, offered) for c in step.tool_calls])
     if not any(c["name"] == "submit" for c in step.tool_calls) or "submit" in tools:
         return step
     if said := SUBMIT_INSTRUCTION.search(prompt):
@@ -223,6 +235,21 @@ def _as_instructed(step: Step, prompt: str, tools: set[str]) -> Step:
     if tools:  # tools offered, none to submit with, no instruction: the harness ends on an answer
         return Step(content=FINAL_ANSWER, tool_calls=[])
     return step
+
+
+def _offered(recorded: dict, offered: dict[str, str]) -> dict:
+    """A recorded call by the name the harness offers its tool under (and that tool's argument names)."""
+    name = recorded["name"].lower()
+    if name == "bash" and name not in offered:
+        for tool, argument in SHELL_TOOLS.items():
+            if tool in offered:
+                try:
+                    arguments = json.loads(recorded["arguments"])
+                except ValueError:  # a malformed call stays malformed
+                    return recorded | {"name": offered[tool]}
+                renamed = {argument if key == "command" else key: value for key, value in arguments.items()}
+                return call(offered[tool], renamed)
+    return recorded | {"name": offered.get(name, recorded["name"])}
 
 
 def _aliased(step: Step, aliases: dict[str, str]) -> Step:
@@ -289,8 +316,9 @@ def create_app(policy: ScriptedPolicy, tokens: RealTokens | None = None, plain: 
     def generate_for(prompt: list[int], body: dict) -> list[int]:
         """What it generates after a token-id prompt (the conversation decoded once)."""
         c = tokens.conversation_of(prompt)
-        step = policy.step_for(c.user, c.turns, policy.mode_for(body), c.tools, c.text)
-        return tokens.generate(step, c.thinking, drift_cases(c.user))
+        task = policy.task_of(c.users)
+        step = policy.step_for(task, c.turns, policy.mode_for(body), c.tools, c.text)
+        return tokens.generate(step, c.thinking, drift_cases(task))
 
     @app.get("/stats")
     async def stats() -> dict:

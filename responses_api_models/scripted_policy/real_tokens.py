@@ -173,9 +173,12 @@ class RealTokens:
         text = self.tokenizer.decode(prompt)
         if not self.qwen:  # the rows' user messages are found inside the whole text
             names = set(re.findall(r'"name": "([^"]+)"', text))
-            return Conversation(user=text, turns=text.count(self.header) - 1, thinking=False, tools=names, text=text)
+            return Conversation(
+                users=[text], turns=text.count(self.header) - 1, thinking=False, tools=names, text=text
+            )
+        users = [part.split(self.tokenizer.eos_token, 1)[0] for part in text.split("<|im_start|>user\n")[1:]]
         return Conversation(
-            user=text.split("<|im_start|>user\n", 1)[-1].split(self.tokenizer.eos_token, 1)[0],
+            users=users or [text],
             turns=text.count("<|im_start|>assistant\n") - 1,
             thinking=not text.endswith("<think>\n\n</think>\n\n"),
             tools=_tools_in(text),
@@ -184,7 +187,7 @@ class RealTokens:
 
 
 class Conversation(NamedTuple):
-    user: str  # the first user message
+    users: list[str]  # its user messages, in order
     turns: int  # assistant turns so far
     thinking: bool  # thinking on
     tools: set[str]  # the names of the tools it offers

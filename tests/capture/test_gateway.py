@@ -29,13 +29,17 @@ except TokenizerNotFound as exc:  # make setup installs it; elsewhere the reason
 pytestmark = pytest.mark.asyncio(loop_scope="package")
 
 
-async def harness(client: AsyncOpenAI, row: dict, rewrite_history: bool = False) -> list[dict]:
+async def harness(client: AsyncOpenAI, row: dict, rewrite_history: bool = False, stream: bool = False) -> list[dict]:
     """A harness's loop as any OpenAI-SDK agent writes it: the replies go back into its own history
-    (as the SDK returns them), a tool result after each call, until an answer."""
+    (as the SDK returns them), a tool result after each call, until an answer. `stream`: it reads each
+    reply from its chunks (as OpenCode does)."""
     messages = [dict(m) for m in row["responses_create_params"]["input"]]
     for _ in range(4):
-        completion = await client.chat.completions.create(model="policy", messages=messages, tools=TOOLS)
-        reply = completion.choices[0].message.model_dump(exclude_none=True)
+        if stream:
+            reply = await streamed_reply(client, messages)
+        else:
+            completion = await client.chat.completions.create(model="policy", messages=messages, tools=TOOLS)
+            reply = completion.choices[0].message.model_dump(exclude_none=True)
         assert not {"prompt_token_ids", "generation_token_ids"} & set(reply)  # the harness never sees ids
         if not reply.get("tool_calls"):
             return messages + [reply]
@@ -46,6 +50,30 @@ async def harness(client: AsyncOpenAI, row: dict, rewrite_history: bool = False)
                 m | {"content": "[earlier turn, compacted]"} if m["role"] == "assistant" else m for m in messages
             ]
     raise AssertionError("the scripted policy never answered")
+
+
+async def streamed_reply(client: AsyncOpenAI, messages: list[dict]) -> dict:
+    """The assistant message put together from its chunks, as a streaming client (OpenCode's AI SDK) does."""
+    reply: dict = {"role": "assistant"}
+    calls: dict[int, dict] = {}
+    usage = None
+    chunks = await client.chat.completions.create(
+        model="policy", messages=messages, tools=TOOLS, stream=True, stream_options={"include_usage": True}
+    )
+    async for chunk in chunks:
+        usage = chunk.usage or usage
+        for choice in chunk.choices:
+            if choice.delta.content:
+                reply["content"] = reply.get("content", "") + choice.delta.content
+            for delta in choice.delta.tool_calls or []:
+                call = calls.setdefault(delta.index, {"type": "function", "function": {"name": "", "arguments": ""}})
+                call["id"] = delta.id or call.get("id")
+                call["function"]["name"] += (delta.function and delta.function.name) or ""
+                call["function"]["arguments"] += (delta.function and delta.function.arguments) or ""
+    assert usage is not None and usage.completion_tokens > 0  # the usage chunk it asked for
+    if calls:
+        reply["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return reply
 
 
 @pytest.mark.parametrize("case", [None, *DRIFT_CASES])
@@ -136,15 +164,19 @@ ANTHROPIC_TOOLS = [
 ]
 
 
-async def responses_harness(client: AsyncOpenAI, row: dict) -> list[dict]:
-    """An OpenAI-SDK agent on the Responses API (stateless: it sends its whole input every call)."""
+async def responses_harness(client: AsyncOpenAI, row: dict, stream: bool = False) -> list[dict]:
+    """An OpenAI-SDK agent on the Responses API (stateless: it sends its whole input every call); `stream`:
+    it reads each answer from its events (as the Codex CLI does)."""
     given = row["responses_create_params"]["input"]
     instructions = "\n".join(m["content"] for m in given if m["role"] == "system")
     items = [dict(m) for m in given if m["role"] != "system"]
     for _ in range(4):
-        response = await client.responses.create(
-            model="policy", instructions=instructions, input=items, tools=RESPONSES_TOOLS, store=False
-        )
+        request = dict(model="policy", instructions=instructions, input=items, tools=RESPONSES_TOOLS, store=False)
+        if stream:
+            async with client.responses.stream(**request) as events:
+                response = await events.get_final_response()
+        else:
+            response = await client.responses.create(**request)
         output = [o.model_dump(exclude_none=True) for o in response.output]
         assert not [o for o in output if "generation_token_ids" in o]  # the harness never sees ids
         items += output
@@ -186,15 +218,27 @@ async def anthropic_harness(url: str, key: str, row: dict, stream: bool = False)
     raise AssertionError("the scripted policy never answered")
 
 
-@pytest.mark.parametrize("protocol", ["responses", "anthropic_messages", "anthropic_messages_streamed"])
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        "chat_completions_streamed",
+        "responses",
+        "responses_streamed",
+        "anthropic_messages",
+        "anthropic_messages_streamed",
+    ],
+)
 @pytest.mark.parametrize("case", [None, *DRIFT_CASES[:2]])
 async def test_a_harness_on_another_protocol_gets_the_same_exact_trajectory(stack, protocol, case):
     gateway, url, policy = stack
     key, client = await open_capture(url)
-    if protocol == "responses":
-        await responses_harness(client, row_for(case))
+    stream = protocol.endswith("streamed")
+    if protocol.startswith("chat_completions"):
+        await harness(client, row_for(case), stream=stream)
+    elif protocol.startswith("responses"):
+        await responses_harness(client, row_for(case), stream=stream)
     else:
-        await anthropic_harness(url, key, row_for(case), stream=protocol.endswith("streamed"))
+        await anthropic_harness(url, key, row_for(case), stream=stream)
     record = gateway.end(key)
     assert [c.protocol for c in record.calls] == [protocol.removesuffix("_streamed")] * 2
     assert record.calls[0].messages[:2] == row_for(case)["responses_create_params"]["input"][:2]  # system, user
@@ -234,7 +278,6 @@ async def test_a_malformed_call_in_any_protocol_is_a_4xx_with_the_reason(stack):
             ("chat/completions", {"messages": []}, 422),
             ("responses", {"input": [{"type": "no_such_item"}]}, 422),
             ("responses", {"input": "hi", "previous_response_id": "resp_1"}, 400),
-            ("responses", {"input": "hi", "stream": True}, 400),
             ("messages", {"max_tokens": 5}, 422),
         ]:
             async with http.post(f"{url}/capture/{key}/v1/{path}", json=body) as r:
@@ -242,3 +285,50 @@ async def test_a_malformed_call_in_any_protocol_is_a_4xx_with_the_reason(stack):
                 error = (await r.json())["error"]
                 assert error["message"] and ("type" in error)
     assert gateway.end(key).calls == []
+
+
+async def test_the_codex_clis_streaming_dialect_is_answered_with_its_events(stack):
+    """The Codex CLI's request, as it sends one (recorded from codex-cli 0.171: developer messages first, its
+    <environment_context> before the task, bookkeeping fields, a reasoning summary, namespaced tools,
+    `stream: true`): mapped onto a plain call, answered with the events it reads (response.created, each
+    item done, response.completed), the call captured with its ids."""
+    gateway, url, policy = stack
+    key, _ = await open_capture(url)
+    system, task = row_for(None)["responses_create_params"]["input"]
+    namespace = {
+        "type": "namespace",
+        "name": "mcp",
+        "description": "a server's tools",
+        "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}],
+    }
+    body = {
+        "model": "policy",
+        "stream": True,
+        "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": system["content"]}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context/>"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": task["content"]}]},
+        ],
+        "tools": [RESPONSES_TOOLS[0] | {"strict": False}, namespace],
+        "tool_choice": "auto",
+        "parallel_tool_calls": True,
+        "reasoning": {"summary": "auto"},
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+        "prompt_cache_key": "thread-1",
+        "client_metadata": {"turn_id": "t-1"},
+    }
+    async with aiohttp.ClientSession() as http, http.post(f"{url}/capture/{key}/v1/responses", json=body) as r:
+        assert r.status == 200 and r.headers["Content-Type"].startswith("text/event-stream")
+        events = [json.loads(line[6:]) for line in (await r.text()).splitlines() if line.startswith("data: ")]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert set(kinds[1:-1]) == {"response.output_item.done"}
+    items = [e["item"] for e in events[1:-1]]
+    assert items == events[-1]["response"]["output"] and [
+        i["name"] for i in items if i["type"] == "function_call"
+    ] == ["python"]
+    record = gateway.end(key)
+    (call,) = record.calls
+    assert call.protocol == "responses" and [m["role"] for m in call.messages] == ["system", "user", "user"]
+    assert (await sampled(policy))[-1] == record.generation(call.index)[0]

@@ -6,6 +6,8 @@ transcript (no I/O: replies written here)."""
 from __future__ import annotations
 
 import pytest
+from nemo_gym.openai_utils import NeMoGymChatCompletionCreateParamsNonStreaming
+from pydantic import ValidationError
 
 from prorl_gym.capture import CaptureLimits, CaptureRefused, Trajectory, export
 from prorl_gym.pipeline.tokens import token_ids_contiguous
@@ -41,6 +43,29 @@ def test_a_reply_sent_back_as_the_client_returned_it_is_matched_and_carries_its_
     )
     assert extends == 0 and body["messages"][2]["generation_token_ids"] == [4, 5]
     assert body["messages"][2]["prompt_token_ids"] == [1, 2, 3]
+
+
+def test_a_client_librarys_own_fields_are_not_forwarded_and_nemo_gym_accepts_the_call():
+    """litellm (mini-swe-agent's client) sends its reply back with fields of its own, and a model server's
+    reply may carry `routed_experts: null`: NeMo Gym 0.7's model servers refuse any field a message's role
+    lacks (422), so the call is forwarded with the role's fields only, the reply's ids put back."""
+    t = Trajectory()
+    first = call(t, [SYSTEM, USER], completion("4", [1, 2, 3], [4, 5]))["choices"][0]["message"]
+    litellm = {"provider_specific_fields": None, "annotations": None, "routed_experts": None, "reasoning_content": ""}
+    user = USER | {"provider_specific_fields": {"cache": 1}}
+    body, extends = t.prepare({"model": "m", "messages": [SYSTEM, user, first | litellm, USER]})
+    assert extends == 0
+    assert body["messages"][1] == USER and body["messages"][2] == first | {
+        "reasoning_content": "",
+        "prompt_token_ids": [1, 2, 3],
+        "generation_token_ids": [4, 5],
+        "generation_log_probs": [-0.1, -0.1],
+    }
+    NeMoGymChatCompletionCreateParamsNonStreaming.model_validate(body)  # as the model server validates it
+    with pytest.raises(ValidationError, match="provider_specific_fields"):
+        NeMoGymChatCompletionCreateParamsNonStreaming.model_validate(
+            {"model": "m", "messages": [SYSTEM, user, first | litellm, USER]}
+        )
 
 
 def test_retries_and_rewrites_are_branches_of_one_tree():

@@ -46,3 +46,58 @@ async def test_the_peer_client_sends_them_with_each_request():
         await client.close()
         await runner.cleanup()
     assert cookie_parser(seen[0]) == VALUES and seen[1] is None
+
+
+@pytest.mark.parametrize(
+    ("observability", "token_capture", "expected"),
+    [
+        (False, False, {"model": "/v1/responses", "tool": "/bash", "verify": "/verify"}),
+        (True, False, {"model": "/ng-rollout/3-1/v1/responses", "tool": "/ng-rollout/3-1/bash"}),
+        (False, True, {"model": "/ng-rollout/3-1/training-token-capture/v1/responses", "tool": "/bash"}),
+        (True, True, {"model": "/ng-rollout/3-1/training-token-capture/v1/responses", "tool": "/ng-rollout/3-1/bash"}),
+    ],
+)
+async def test_a_rollouts_calls_carry_its_id_where_nemo_gym_attributes_them(observability, token_capture, expected):
+    """As NeMo Gym 0.7's ServerClient.request sends them: inside a rollout's context, a model server's generations
+    under the rollout's prefix (capture's own segment with training-token capture), a resources server's routes
+    under it with observability on; outside a rollout, or with neither on, as they are."""
+    from nemo_gym.config_types import BaseServerConfig
+    from nemo_gym.rollout_correlation import rollout_context
+    from nemo_gym.server_utils import ServerClient
+    from omegaconf import OmegaConf
+
+    seen = []
+
+    async def record(request: web.Request) -> web.Response:
+        seen.append(request.path)
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", record)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    server = {"host": "127.0.0.1", "port": port}
+    config = OmegaConf.create(
+        {
+            "observability_enabled": observability,
+            "policy_model": {"responses_api_models": {"balanced_vllm_model": server}},
+            "math": {"resources_servers": {"math": server}},
+        }
+    )
+    client = PeerClient(
+        ServerClient(head_server_config=BaseServerConfig(host="127.0.0.1", port=1), global_config_dict=config),
+        token_capture=token_capture,
+    )
+    try:
+        with rollout_context("3-1"):
+            for server_name, path in (("policy_model", "/v1/responses"), ("math", "/bash")):
+                await client.post(server_name, path, json={})
+            await client.post("policy_model", "/tokenize", json={})  # not a generation: never prefixed
+        await client.post("math", "/verify", json={})  # no rollout context: as it is
+    finally:
+        await client.close()
+        await runner.cleanup()
+    assert seen == [expected["model"], expected["tool"], "/tokenize", "/verify"]

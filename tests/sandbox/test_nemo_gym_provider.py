@@ -184,3 +184,19 @@ async def test_rejects_what_it_cannot_honour(provider_config):
     ):
         with pytest.raises(SandboxCreateError):
             await provider.create(spec)
+
+
+async def test_refuses_service_ports_it_cannot_expose(provider_config, sandbox_root):
+    """NeMo Gym 0.7's SandboxSpec.ports asks the provider to make ports inside reachable from outside: a
+    prorl_local sandbox has no network shared with the host, so it says so instead of ignoring them (and
+    creates nothing)."""
+    provider = create_provider(provider_config)
+    with pytest.raises(SandboxCreateError, match=r"cannot expose service ports \[8080, 9000\] \(spec.ports\)"):
+        await provider.create(SandboxSpec(ports=[8080, 9000]))
+    assert sandbox_dirs(sandbox_root) == []
+    sandbox = AsyncSandbox(provider_config, SandboxSpec(ports=()))  # none asked for: created as before
+    await sandbox.start()
+    try:
+        assert (await sandbox.exec("echo ok")).stdout == "ok\n"
+    finally:
+        await sandbox.stop()

@@ -9,7 +9,7 @@ import pytest
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from pydantic import ValidationError
 
-from prorl_gym.wire.items import ITEM_UNION, parse_create_params, parse_response, validate_item
+from prorl_gym.wire.items import INPUT_ITEM_UNION, ITEM_UNION, parse_create_params, parse_response, validate_item
 
 IDS = {"prompt_token_ids": [1, 2, 3], "generation_token_ids": [4, 5], "generation_log_probs": [-0.5, -0.25]}
 TEXT = {"type": "output_text", "text": "\\boxed{4}", "annotations": []}
@@ -60,12 +60,29 @@ def _verdict(validate, item):
     return type(result).__name__, result.model_dump()
 
 
+@pytest.mark.parametrize("union", [ITEM_UNION, INPUT_ITEM_UNION], ids=["output", "input"])
 @pytest.mark.parametrize("item", ITEMS, ids=lambda item: json.dumps(item)[:60])
-def test_an_item_is_what_the_union_makes_of_it(item):
-    ours, theirs = _verdict(validate_item, item), _verdict(ITEM_UNION.validate_python, item)
+def test_an_item_is_what_the_union_makes_of_it(item, union):
+    ours, theirs = _verdict(lambda i: validate_item(i, union), item), _verdict(union.validate_python, item)
     assert ours[0] == theirs[0]
     if ours[0] != "refused":  # a refusal is shown as the union's own (parse_*: the whole model's error)
         assert ours == theirs
+
+
+def test_strict_items_of_nemo_gym_0_7_are_refused_as_it_refuses_them():
+    """0.7: an output item must say its type (a request's input items may leave it out), and an item's token
+    fields come all together or not at all (a partial set is refused, not silently dropped)."""
+    untyped = {"role": "assistant", "content": "no type"}
+    assert _verdict(validate_item, untyped)[0] == "refused"
+    assert type(validate_item(untyped, INPUT_ITEM_UNION)).__name__ == "NeMoGymEasyInputMessage"
+    partial = {"type": "function_call", "name": "python", "arguments": "{}", "call_id": "c1", "prompt_token_ids": [1]}
+    for union in (ITEM_UNION, INPUT_ITEM_UNION):
+        with pytest.raises(ValidationError, match="missing: generation_log_probs, generation_token_ids"):
+            validate_item(partial, union)
+    with pytest.raises(ValidationError, match="must include a type discriminator"):
+        parse_response(json.dumps(_response([untyped])))
+    params = parse_create_params({"input": [{"role": "user", "content": "hi"}, untyped]})  # input: accepted
+    assert [item.role for item in params.input] == ["user", "assistant"]
 
 
 def _response(output: list) -> dict:

@@ -17,6 +17,8 @@ KINDS = {  # kind -> placement -> its class
         "sandbox": f"{MODULE}.mini_swe_agent:MiniSweAgentCli",
     },
     "claude_code": {"sandbox": f"{MODULE}.claude_code:ClaudeCode"},
+    "codex": {"sandbox": f"{MODULE}.codex:Codex"},
+    "opencode": {"sandbox": f"{MODULE}.opencode:OpenCode"},
 }
 
 

@@ -35,15 +35,26 @@ pytest.importorskip("minisweagent", reason="make setup installs mini-swe-agent (
 
 SWE = environment("swe")
 # how each runs -> its agent: mini-swe-agent in the agent's process and inside the sandbox (its command
-# line); Claude Code (a CLI agent from npm, speaking Anthropic Messages) inside the sandbox
-AGENTS = {"agent": "swe_mini_swe_agent", "sandbox": "swe_mini_swe_agent_sandbox", "claude_code": "swe_claude_code"}
+# line); CLI agents from npm inside the sandbox: Claude Code (Anthropic Messages, streamed), the Codex CLI
+# (the Responses API, streamed) and OpenCode (chat completions, streamed), of NeMo Gym 0.7's harness catalogue
+AGENTS = {
+    "agent": "swe_mini_swe_agent",
+    "sandbox": "swe_mini_swe_agent_sandbox",
+    "claude_code": "swe_claude_code",
+    "codex": "swe_codex",
+    "opencode": "swe_opencode",
+}
+NPM = ("claude_code", "codex", "opencode")
 PLACEMENTS = [
     pytest.param(p, marks=pytest.mark.skip(reason="make setup builds it with npm"))
-    if p == "claude_code" and "claude_code" not in built_harness_envs()
+    if p in NPM and p not in built_harness_envs()
     else p
     for p in sorted(AGENTS)
 ]
 TASKS = 2  # of the example's five
+# A stack of every harness agent, and a CLI harness's start (OpenCode's ~20 s) under a loaded machine's CPU:
+# the first test of each harness collects its rollouts
+pytestmark = pytest.mark.timeout(1200)
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +88,7 @@ def records(request, stack) -> dict[str, list[dict]]:
 
 
 # how each ends: its stop reason (its own word for it), the end of what it printed (in the sandbox), what
-# its own prompt around the task starts with, the protocol it speaks, whether it keeps its history as generated
+# one of its own user messages around the task starts with, the protocol it speaks, whether it keeps its history as generated
 EXPECTED = {
     "agent": ("submitted", None, "Please solve this issue", "chat_completions", True),
     "sandbox": (
@@ -88,6 +99,15 @@ EXPECTED = {
         True,
     ),
     "claude_code": ("success", '"subtype":"success"', "<system-reminder>", "anthropic_messages", False),
+    # the Codex CLI sends its environment context first, or the repository's AGENTS.md where it has one
+    "codex": (
+        "completed",
+        '"type":"turn.completed"',
+        ("<environment_context>", "# AGENTS.md instructions for "),
+        "responses",
+        True,
+    ),
+    "opencode": ("stop", '"reason":"stop"', '"', "chat_completions", True),
 }
 
 
@@ -135,8 +155,8 @@ def test_every_call_of_the_harness_is_captured_with_the_ids_the_policy_sampled(r
             "extended": sum(c.extends is not None for c in calls),
         }
         assert record["token_prompts"] == {k: n for k, n in kinds.items() if n}
-        first_user = next(m for m in calls[0].messages if m["role"] == "user")
-        assert text_of(first_user["content"]).startswith(prompt)  # its own prompt around the task, as sent
+        users = [text_of(m["content"]) for m in calls[0].messages if m["role"] == "user"]
+        assert any(u.startswith(prompt) for u in users), users  # its own prompt around the task, as sent
         assert {c.protocol for c in calls} == {protocol}
 
 

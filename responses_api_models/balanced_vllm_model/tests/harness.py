@@ -24,6 +24,9 @@ from typing import Any
 
 import aiohttp
 import uvicorn
+from nemo_gym.config_types import BaseServerConfig
+from nemo_gym.server_utils import ServerClient
+from omegaconf import OmegaConf
 
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import free_port, stop_session
@@ -165,6 +168,7 @@ class Rollout:
     cookies: dict[str, str] = field(default_factory=dict)
     items: list[dict] = field(default_factory=list)
     endpoint: str | None = None  # where its session is bound, once a turn has been served
+    prefix: str = ""  # before /v1/responses: NeMo Gym 0.7's rollout prefix (/ng-rollout/<id>[/training-token-capture])
 
     def __post_init__(self) -> None:
         self.items = [dict(m) for m in self.row["responses_create_params"]["input"]]
@@ -173,7 +177,8 @@ class Rollout:
         headers = {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}
         started = time.monotonic()
         body = {"input": self.items, "tools": TOOLS} | ({"metadata": self.metadata} if self.metadata else {})
-        async with self.server.http.post(f"{self.server.url}/v1/responses", json=body, headers=headers) as r:
+        url = f"{self.server.url}{self.prefix}/v1/responses"
+        async with self.server.http.post(url, json=body, headers=headers) as r:
             payload = await r.json(content_type=None)
             self.cookies |= {name: morsel.value for name, morsel in r.cookies.items()}
             finished = time.monotonic()
@@ -188,11 +193,19 @@ class Rollout:
 
 
 @asynccontextmanager
-async def serve_model(urls: list[str], **settings: Any) -> AsyncIterator[ModelServer]:
-    """The model server as ng_run would run it (exception middleware too), on a free port."""
+async def serve_model(
+    urls: list[str], global_config: dict | None = None, **settings: Any
+) -> AsyncIterator[ModelServer]:
+    """The model server as ng_run would run it (exception middleware too), on a free port; `global_config`:
+    the run's (e.g. NeMo Gym's token_id_capture block)."""
+    client = ServerClient(
+        head_server_config=BaseServerConfig(host="127.0.0.1", port=1),
+        global_config_dict=OmegaConf.create(global_config or {}),
+    )
     server = build_server(
         BalancedVLLMModel,
         "policy_model",
+        client,
         base_url=urls,
         api_key="x",
         model="scripted-gold",
