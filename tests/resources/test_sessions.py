@@ -5,11 +5,15 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+
+import anyio
 
 from prorl_gym.resources.sessions import SandboxSessions
 from prorl_gym.sandbox.backends.local.backend import LocalBackend
 from prorl_gym.sandbox.leases import read_leases, write_lease
 from prorl_gym.sandbox.owner import short_hostname
+from prorl_gym.testing import sandbox_dirs_left
 from tests.sandbox.test_leases import foreign_lease
 
 
@@ -40,4 +44,70 @@ async def test_a_predecessors_sandboxes_are_reaped_while_the_new_server_already_
         assert [lease.sandbox_id for lease in read_leases(sandbox_spec.root_dir)] == [sandbox.id]
     finally:
         go_on.set()
+        await sessions.close()
+
+
+async def cancelled_midway(work, midway: asyncio.Event) -> None:
+    """`work` as NeMo Gym 0.7 runs a request's handler: in an anyio cancel scope cancelled when the client
+    disconnects (here: once `midway` is set), after which every await in the handler is cancelled too."""
+    async with anyio.create_task_group() as requests:
+
+        async def handler():
+            try:
+                await work()
+            finally:
+                requests.cancel_scope.cancel()
+
+        async def client_disconnects():
+            await midway.wait()
+            requests.cancel_scope.cancel()
+
+        requests.start_soon(handler)
+        requests.start_soon(client_disconnects)
+
+
+async def test_a_release_whose_request_is_cancelled_midway_still_closes_the_sandbox(sandbox_spec, monkeypatch):
+    sessions = SandboxSessions(sandbox_spec)
+    await sessions.start()
+    try:
+        sandbox = await sessions.create("s1")
+        closing, go_on = asyncio.Event(), asyncio.Event()
+        close = type(sandbox).close
+
+        async def slow_close(self):
+            closing.set()
+            await go_on.wait()
+            await close(self)
+
+        monkeypatch.setattr(type(sandbox), "close", slow_close)
+        await cancelled_midway(lambda: sessions.release("s1"), closing)
+        go_on.set()
+    finally:
+        await sessions.close()  # waits for the closes that their requests did not see end
+    assert sandbox_dirs_left(Path(sandbox_spec.root_dir)) == []
+
+
+async def test_a_sandbox_whose_seed_is_cancelled_midway_is_started_then_closed(sandbox_spec, monkeypatch):
+    sessions = SandboxSessions(sandbox_spec)
+    await sessions.start()
+    starting, go_on, started = asyncio.Event(), asyncio.Event(), []
+    new = SandboxSessions._new
+
+    async def slow_new(self, spec):
+        starting.set()
+        await go_on.wait()
+        started.append(await new(self, spec))
+        return started[-1]
+
+    monkeypatch.setattr(SandboxSessions, "_new", slow_new)
+    try:
+        await cancelled_midway(lambda: sessions.create("s1"), starting)
+        go_on.set()
+        for _ in range(300):  # the start runs to its end; then nobody is left to release it but us
+            if started and not sandbox_dirs_left(Path(sandbox_spec.root_dir)):
+                break
+            await asyncio.sleep(0.1)
+        assert len(started) == 1 and sessions.find("s1") is None
+        assert sandbox_dirs_left(Path(sandbox_spec.root_dir)) == []
+    finally:
         await sessions.close()
