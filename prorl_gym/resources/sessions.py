@@ -7,11 +7,8 @@ seed_session (from the warm pool when there is one) and closed at verify or rele
 Sandboxes idle longer than `idle_ttl_s` (an agent that died mid-rollout) are closed by a
 background sweep, which also runs the lease reaper for sandboxes of dead servers (also at
 start, so a restart after `kill -9` cleans up after its predecessor); shutdown closes all.
-
 Starting and closing a sandbox run to their end even when the request that asked for them is
-cancelled: NeMo Gym 0.7 cancels a handler whose client disconnected (ClientDisconnectCancellation-
-Middleware, an anyio cancel scope: every later await in the handler is cancelled too), and a close cut
-short leaves the sandbox's processes and files behind with nothing left that knows of them.
+cancelled (to_the_end.py); a start whose requester is gone is closed once started.
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ from pathlib import Path
 from prorl_gym.errors import ProrlError
 from prorl_gym.resources.shared_init import SharedInit
 from prorl_gym.resources.snapshots import SnapshotStore
+from prorl_gym.resources.to_the_end import ToTheEnd
 from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox import Backends, SandboxAPI, SandboxError, SandboxSpec, create_sandbox, default_backends
 from prorl_gym.sandbox.backends.base import HasHosts
@@ -68,7 +66,7 @@ class SandboxSessions:
         self.counts: Counter[str] = Counter()  # since start: sandboxes started, failed to start, kernels started
         self._last_used: dict[str, float] = {}
         self._sweeper: asyncio.Task | None = None
-        self._finishing: set[asyncio.Task] = set()  # starts and closes whose requester was cancelled
+        self._to_the_end = ToTheEnd()  # starts and closes, also of requests cancelled meanwhile
         self.shared_init = shared_init if shared_init is not None and self.backend.can_fork(spec) else None
         if shared_init is not None and self.shared_init is None:
             log.warning(
@@ -94,7 +92,7 @@ class SandboxSessions:
         if self.shared_init:  # templates go once their last fork below is closed
             await self.shared_init.close()
         await self.snapshots.close()
-        await asyncio.gather(*self._finishing, return_exceptions=True)
+        await self._to_the_end.wait()
         sandboxes, self._sandboxes = list(self._sandboxes.values()), {}
         self._last_used.clear()
         await asyncio.gather(*(sb.close() for sb in sandboxes), return_exceptions=True)
@@ -151,7 +149,7 @@ class SandboxSessions:
     async def _open(self, session_id: str, start: Callable[[], Awaitable[SandboxAPI]]) -> SandboxAPI:
         """The session's new sandbox from `start` (a stale one from a retried seed is closed first)."""
         await self.release(session_id)
-        starting = self._to_the_end(start())
+        starting = self._to_the_end.start(start())
         try:
             sandbox = await asyncio.shield(starting)
         except SandboxError:
@@ -199,19 +197,12 @@ class SandboxSessions:
         if sandbox is None:
             return False
         self.counts["kernels"] += sandbox.kernel_started
-        await asyncio.shield(self._to_the_end(sandbox.close()))
+        await self._to_the_end.run(sandbox.close())
         return True
-
-    def _to_the_end(self, work: Awaitable) -> asyncio.Task:
-        """`work` as a task that a cancelled caller does not stop; awaited at close."""
-        task = asyncio.ensure_future(work)
-        self._finishing.add(task)
-        task.add_done_callback(self._finishing.discard)
-        return task
 
     def _close_if_started(self, starting: asyncio.Task) -> None:
         if not starting.cancelled() and starting.exception() is None:
-            self._to_the_end(starting.result().close())
+            self._to_the_end.start(starting.result().close())
 
     async def _sweep_forever(self) -> None:
         # What a killed predecessor left is reaped first, but not before serving: a server SIGKILLed

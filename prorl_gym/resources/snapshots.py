@@ -6,7 +6,9 @@ The agent asks for one after a turn (`snapshots: every_turn`); a branch seeds it
 as a fork of it. A snapshot is a frozen template (sandbox/fork.py): its files on disk, no
 process, and the editor's undo history as it was (the tool's state, carried into every branch on
 every backend: `undo_edit` after a branch undoes the snapshot's last edit). It lives until released (the agent releases a batch's snapshots with the batch) or
-until `ttl_s` after its creation; a killed server's are reaped by their leases.
+until `ttl_s` after its creation; a killed server's are reaped by their leases. Taking and releasing
+one run to their end even when the request that asked is cancelled (to_the_end.py): a snapshot taken
+meanwhile is kept (the TTL or the batch's release frees it), a template is never left half closed.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from prorl_gym.errors import ProrlError
+from prorl_gym.resources.to_the_end import ToTheEnd
 from prorl_gym.sandbox.api import Forkable, SandboxAPI, TemplateAPI
 from prorl_gym.sandbox.errors import SandboxForkError
 
@@ -37,11 +40,15 @@ class SnapshotStore:
         self.max_snapshots = max_snapshots
         self._snapshots: dict[str, Snapshot] = {}
         self.counts = {"taken": 0, "branched": 0, "released": 0}
+        self._to_the_end = ToTheEnd()
 
     def __len__(self) -> int:
         return len(self._snapshots)
 
     async def take(self, sandbox: SandboxAPI) -> str:
+        return await self._to_the_end.run(self._take(sandbox))
+
+    async def _take(self, sandbox: SandboxAPI) -> str:
         if not isinstance(sandbox, Forkable):
             raise SandboxForkError(f"sandbox {sandbox.id} cannot be frozen")
         if len(self._snapshots) >= self.max_snapshots:
@@ -69,7 +76,7 @@ class SnapshotStore:
         released = 0
         for snapshot_id in snapshot_ids:
             if (entry := self._snapshots.pop(snapshot_id, None)) is not None:
-                await entry.template.close()
+                await self._to_the_end.run(entry.template.close())
                 released += 1
         self.counts["released"] += released
         return released
@@ -82,4 +89,5 @@ class SnapshotStore:
         await self.release(list(dict.fromkeys(expired + by_age[:oldest])))
 
     async def close(self) -> None:
+        await self._to_the_end.wait()
         await self.release(list(self._snapshots))

@@ -7,13 +7,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import anyio
-
 from prorl_gym.resources.sessions import SandboxSessions
 from prorl_gym.sandbox.backends.local.backend import LocalBackend
 from prorl_gym.sandbox.leases import read_leases, write_lease
 from prorl_gym.sandbox.owner import short_hostname
 from prorl_gym.testing import sandbox_dirs_left
+from tests.resources.cancelled import cancelled_midway
 from tests.sandbox.test_leases import foreign_lease
 
 
@@ -45,25 +44,6 @@ async def test_a_predecessors_sandboxes_are_reaped_while_the_new_server_already_
     finally:
         go_on.set()
         await sessions.close()
-
-
-async def cancelled_midway(work, midway: asyncio.Event) -> None:
-    """`work` as NeMo Gym 0.7 runs a request's handler: in an anyio cancel scope cancelled when the client
-    disconnects (here: once `midway` is set), after which every await in the handler is cancelled too."""
-    async with anyio.create_task_group() as requests:
-
-        async def handler():
-            try:
-                await work()
-            finally:
-                requests.cancel_scope.cancel()
-
-        async def client_disconnects():
-            await midway.wait()
-            requests.cancel_scope.cancel()
-
-        requests.start_soon(handler)
-        requests.start_soon(client_disconnects)
 
 
 async def test_a_release_whose_request_is_cancelled_midway_still_closes_the_sandbox(sandbox_spec, monkeypatch):
