@@ -3,7 +3,7 @@
 # make demo  - set up .venv, run rollouts of every environment end to end through ng_run, print a summary
 #              (TOKENIZER=qwen3: real Qwen3 token ids, token-in/token-out; POLICY=qwen2.5-coder-0.5b: a real
 #              model on the CPU, REPEATS=1 by default then)
-# make test  - set up .venv, lint, run the test suite (offline)
+# make test  - set up .venv, lint, run the fast tier of the test suite (offline; make test-slow: the rest)
 # make lint  - ruff check and format check; no import cycles, no import against the layers
 # make bench - set up .venv, run the benchmarks (JSON lines under results/bench/)
 # make soak  - the fault-injection soak and the 10-minute steady run (JSON under results/bench/)
@@ -148,8 +148,14 @@ demo: setup link-venvs configs
 	$(PY) -m prorl_gym.demo $(if $(TOKENIZER),--tokenizer $(TOKENIZER)) $(if $(filter-out scripted,$(POLICY)),--policy $(POLICY)) \
 	  $(if $(filter command line,$(origin REPEATS)),--repeats $(REPEATS))
 
+# Two tiers (tests/tiers.py lists the slow one, each entry with its reason): `make test` before every commit,
+# `make test-slow` for the rest; .ci/run runs both (README, "Tests").
 test: setup link-venvs configs lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow"
+
+.PHONY: test-slow
+test-slow: setup link-venvs configs
+	$(PY) -m pytest -q -m slow
 
 # The long real-model tier (tests/test_real_model_full.py): Qwen2.5-Coder-0.5B on llama.cpp through every
 # environment, the tool-call grammar, a runaway generation, the async example; ~40 min on 2 busy cores.

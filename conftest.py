@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from prorl_gym.stack import lean_ray_cluster
 from prorl_gym.testing import build_server, traversable_dir
+from tests.tiers import SLOW, in_slow_tier
 
 
 @pytest.fixture
@@ -71,3 +72,18 @@ def ray_cluster(tmp_path_factory):
     ~10 CPU-seconds to start and stop, and the stacks run one after the other."""
     with lean_ray_cluster(tmp_path_factory.mktemp("ray") / "logs") as cluster:
         yield cluster
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    """Mark the slow tier (tests/tiers.py); `make test` runs `-m "not slow"`, `make test-slow` `-m slow`."""
+    matched = set()
+    for item in items:
+        entries = [entry for entry in SLOW if in_slow_tier(item.nodeid, entry)]
+        if entries:
+            item.add_marker(pytest.mark.slow)
+            matched.update(entries)
+    whole_suite = not config.args or sorted(config.args) == sorted(config.getini("testpaths"))
+    stale = sorted(set(SLOW) - matched)
+    if whole_suite and stale:
+        raise pytest.UsageError(f"tests/tiers.py lists tests that were not collected: {stale}")

@@ -204,7 +204,7 @@ def supervisor_of(session: int, folder: str | Path) -> int:
 
 
 HARNESS_CONFIGS = "responses_api_agents/prorl_agent/configs"
-# Agents with an existing harness on SWE (README, "Train your own agent"), and the harness environments
+# Agents with an existing harness on SWE (docs/service.md, "Train your own agent"), and the harness environments
 # the SWE resources server binds for those placed inside its sandboxes.
 HARNESS_AGENTS = ("swe_mini_swe_agent", "swe_mini_swe_agent_sandbox", "swe_claude_code", "swe_codex", "swe_opencode")
 HARNESS_ENVS = ("mini_swe_agent", "claude_code", "codex", "opencode")

@@ -99,5 +99,5 @@ def check_template(tools: ToolParser, template: str, template_name: str = "the c
         f"tool_parser {tools!r} does not read the tool calls {template_name} writes "
         f"(it lacks {' and '.join(repr(m) for m in CALL_SYNTAX[tools])}); "
         + (f"it fits tool_parser {' or '.join(repr(f) for f in fits)}. " if fits else "no supported parser fits it. ")
-        + f"Supported: {known} (README: Exact tokens, model families)"
+        + f"Supported: {known} (docs/tokens.md: model families)"
     )
