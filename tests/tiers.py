@@ -23,6 +23,13 @@ SLOW: dict[str, str] = {
     "tests/dashboard/test_browser.py": "headless Chromium on a running stack (set-up 61 s)",
     "tests/evaluation/test_end_to_end.py": "make eval's CLI starts its own stack",
     "tests/evaluation/test_signals.py": "make eval's CLI stopped by signals mid-run (its own stack)",
+    "tests/evaluation/test_policy_down.py": "make eval's CLI with its own stack, its policy killed mid-run",
+    "tests/evaluation/test_endpoints_without_token_ids.py::test_no_token_ids_evaluates_and_says_so": (
+        "make eval's CLI with its own stack against an endpoint without token ids"
+    ),
+    "tests/evaluation/test_endpoints_without_token_ids.py::test_token_ids_from_such_an_endpoint_fail_once_typed_and_the_command_says_so": (
+        "make eval's CLI with its own stack, every rollout failing typed"
+    ),
     "tests/test_soak.py": "the fault-injection soak on a stack",
     "responses_api_agents/prorl_agent/tests/test_harness.py": "5 agent harnesses in sandboxes on one stack (~8 min)",
     "responses_api_models/balanced_vllm_model/tests/test_ng_run.py": "two endpoints under ng_run, one dies (235 s)",
