@@ -23,7 +23,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NoReturn
@@ -273,7 +273,8 @@ class Stack:
     def kill_policy(self) -> None:
         """SIGKILL the policy (scripted or llama.cpp), as a GPU server that dies."""
         policy = self._procs[0]  # started first; ng_run stays last (see `session`)
-        os.killpg(policy.pid, signal.SIGKILL)
+        with suppress(ProcessLookupError):  # already dead, its whole group with it (a test before killed it)
+            os.killpg(policy.pid, signal.SIGKILL)
         policy.wait()
         self._procs.remove(policy)
 

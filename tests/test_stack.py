@@ -134,3 +134,19 @@ def test_stacks_in_turn_join_one_lean_ray_that_outlives_them(tmp_path, fake_ng_r
     host, port = cluster.address.rsplit(":", 1)
     with pytest.raises(ConnectionRefusedError), socket.create_connection((host, int(port)), timeout=10):
         pass  # and down once the block ends
+
+
+def test_a_policy_already_dead_is_restarted_without_killing_it_again(tmp_path, monkeypatch):
+    # The test before left the policy dead, its process group gone: killing it again raised ESRCH.
+    dead = subprocess.Popen(["true"], start_new_session=True)
+    dead.wait()
+    s = stack(tmp_path, tmp_path / "unused")
+    s._procs.append(dead)
+    started = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    monkeypatch.setattr(Stack, "_start_policy", lambda self: self._procs.append(started) or started)
+    try:
+        s.restart_policy()
+        assert s._procs == [started]
+    finally:
+        started.kill()
+        started.wait()
