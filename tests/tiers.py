@@ -51,6 +51,18 @@ SLOW: dict[str, str] = {
     "responses_api_models/balanced_vllm_model/tests/test_integration.py": "endpoints killed, hung, added (22-50 s each)",
     "responses_api_models/balanced_vllm_model/tests/test_nemo_gym_capture.py": "NeMo Gym's token capture (22-47 s)",
     "responses_api_models/balanced_vllm_model/tests/test_llamacpp.py": "a real llama.cpp server",
+    # The heaviest of the former fast tier (durations of the whole suite on 0.7, load 3-10, session 4), moved
+    # so that `make test` stays near 10 minutes on 2 idle cores (it took 13.2 min of pytest with them).
+    "tests/test_nemo_gym_capture.py": "a math stack under ng_run with NeMo Gym's token capture (set-up 96 s)",
+    "resources_servers/code/tests/test_humaneval.py::test_every_canonical_solution_scores_one_and_a_stub_scores_zero": (
+        "every HumanEval canonical solution and a stub, run (49 s)"
+    ),
+    "tests/test_stack.py::test_a_stack_hands_ng_run_a_lean_ray_that_goes_with_it": "a real Ray head (16 s)",
+    "tests/test_stack.py::test_stacks_in_turn_join_one_lean_ray_that_outlives_them": "a real Ray head (24 s)",
+    "tests/sandbox/test_container.py": "the container backend (podman) over the local backend's cases (38 s)",
+    "tests/sandbox/test_container_swe.py": "a SWE task graded in a locally built image (7 s + build)",
+    "tests/security/test_container.py": "the container backend's containment cases (43 s)",
+    "tests/sandbox/test_apptainer.py": "the Apptainer backend against the fake apptainer (39 s)",
 }
 
 
