@@ -33,6 +33,7 @@ import concurrent.futures
 import json
 import time
 import traceback
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -90,6 +91,17 @@ class SandboxClosed(Exception):
 class HarnessExit:
     status: str  # the harness's own word for how it ended (mini-swe-agent: Submitted, LimitsExceeded, ...)
     detail: str = ""
+
+
+def json_events_last_first(output: str) -> Iterator[dict]:
+    """The JSON objects among a CLI harness's output lines, last first (how it ended is said last)."""
+    for line in reversed(output.splitlines()):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            yield event
 
 
 @runtime_checkable

@@ -10,10 +10,8 @@ Its nonessential traffic (telemetry, updates, error reports) is off: the sandbox
 
 from __future__ import annotations
 
-import json
-
 from prorl_gym.wire.resources import HarnessRunResponse
-from responses_api_agents.prorl_agent.harness import HarnessExit
+from responses_api_agents.prorl_agent.harness import HarnessExit, json_events_last_first
 
 CLI_ENV = {
     "HOME": "/tmp/.claude-home",  # its settings and sessions: not in the task's tree
@@ -48,12 +46,8 @@ class ClaudeCode:
 
     def exit_of(self, result: HarnessRunResponse) -> HarnessExit:
         """Its result line (--output-format json): `subtype` says how it ended (success, error_max_turns, ...)."""
-        for line in reversed(result.output.splitlines()):
-            try:
-                summary = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(summary, dict) and summary.get("type") == "result":
+        for summary in json_events_last_first(result.output):
+            if summary.get("type") == "result":
                 detail = "" if not summary.get("is_error") else str(summary.get("result") or "")[:200]
                 return HarnessExit(status=str(summary.get("subtype") or "ended"), detail=detail)
         return HarnessExit(status="ended")

@@ -12,10 +12,8 @@ Gym 0.7's codex_agent writes it.
 
 from __future__ import annotations
 
-import json
-
 from prorl_gym.wire.resources import HarnessRunResponse
-from responses_api_agents.prorl_agent.harness import HarnessExit
+from responses_api_agents.prorl_agent.harness import HarnessExit, json_events_last_first
 
 CONFIG = """\
 model_provider = "capture"
@@ -63,12 +61,8 @@ class Codex:
 
     def exit_of(self, result: HarnessRunResponse) -> HarnessExit:
         """Its last turn event (--json): turn.completed, or turn.failed with the error."""
-        for line in reversed(result.output.splitlines()):
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and event.get("type") in ("turn.completed", "turn.failed"):
+        for event in json_events_last_first(result.output):
+            if event.get("type") in ("turn.completed", "turn.failed"):
                 detail = str((event.get("error") or {}).get("message") or "")[:200]
                 return HarnessExit(status=event["type"].removeprefix("turn."), detail=detail)
         return HarnessExit(status="ended")

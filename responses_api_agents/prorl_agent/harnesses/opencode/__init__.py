@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 
 from prorl_gym.wire.resources import HarnessRunResponse
-from responses_api_agents.prorl_agent.harness import HarnessExit
+from responses_api_agents.prorl_agent.harness import HarnessExit, json_events_last_first
 
 MODEL_URL = "PRORL_MODEL_URL_IN_CONFIG"  # replaced by the sandbox's capture URL when the config is written
 
@@ -54,13 +54,7 @@ class OpenCode:
 
     def exit_of(self, result: HarnessRunResponse) -> HarnessExit:
         """Its last event (--format json): an error, or the reason its last step finished (stop: it answered)."""
-        for line in reversed(result.output.splitlines()):
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(event, dict):
-                continue
+        for event in json_events_last_first(result.output):
             if event.get("type") == "error":
                 return HarnessExit(status="error", detail=json.dumps(event.get("error"))[:200])
             if event.get("type") == "step_finish":
