@@ -10,13 +10,14 @@ import shutil
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
+import uvicorn
 from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.server_utils import ServerClient
 from omegaconf import OmegaConf
@@ -24,7 +25,7 @@ from omegaconf import OmegaConf
 from prorl_gym.client import agent_url
 from prorl_gym.environments import environment
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.stack import RayCluster, Stack
+from prorl_gym.stack import RayCluster, Stack, free_port
 from prorl_gym.supervise import read_child_pid
 
 # Run in a sandbox's agent shell: every other bash of the sandbox (the harness's file shell) stops,
@@ -41,6 +42,24 @@ def traversable_dir(prefix: str = "prorl-test-") -> Path:
     root = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     root.chmod(0o711)
     return root
+
+
+@asynccontextmanager
+async def served_app(app: Any, port: int | None = None, lifespan: str = "auto") -> AsyncIterator[str]:
+    """`app` served by uvicorn in this event loop on 127.0.0.1 (a free port unless given): its base URL."""
+    port = port or free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan=lifespan))
+    serving = asyncio.create_task(server.serve())
+    while not server.started:
+        if serving.done():
+            serving.result()  # its start's error, if it raised one
+            raise RuntimeError(f"the app did not start on port {port}")
+        await asyncio.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await serving
 
 
 def sandbox_dirs_left(root: Path) -> list[str]:

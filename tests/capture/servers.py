@@ -6,18 +6,15 @@ token-in/token-out mode with Qwen3's real tokenizer and chat template, the gatew
 
 from __future__ import annotations
 
-import asyncio
 import json
 from contextlib import asynccontextmanager
 
 import aiohttp
-import uvicorn
 from fastapi import FastAPI
 from openai import AsyncOpenAI
 
 from prorl_gym.capture import CaptureGateway
-from prorl_gym.stack import free_port
-from prorl_gym.testing import PYTHON_TOOL, DirectPeer
+from prorl_gym.testing import PYTHON_TOOL, DirectPeer, served_app
 from responses_api_models.balanced_vllm_model.tests.harness import ROWS, Policies, serve_model
 from responses_api_models.scripted_policy.real_tokens import DRIFT_CASES
 
@@ -49,21 +46,10 @@ async def capture_stack(tmp_path):
         policies.stop_all()
 
 
-@asynccontextmanager
-async def serve(gateway: CaptureGateway):
+def serve(gateway: CaptureGateway):
     app = FastAPI()
     app.include_router(gateway.router())
-    port = free_port()
-    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    task = asyncio.create_task(uv.serve())
-    while not uv.started:
-        assert not task.done(), "gateway failed to start"
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        uv.should_exit = True
-        await task
+    return served_app(app)
 
 
 async def open_capture(url: str, **limits) -> tuple[str, AsyncOpenAI]:

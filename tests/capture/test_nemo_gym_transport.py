@@ -7,12 +7,8 @@ ledger that breaks one rule fails the kit (so passing it says something)."""
 
 from __future__ import annotations
 
-import asyncio
-from contextlib import asynccontextmanager
-
 import aiohttp
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from nemo_gym.token_id_capture.config import TokenIdCaptureConfig
 from nemo_gym.token_id_capture.conformance import ConformanceError, run_conformance
@@ -20,7 +16,7 @@ from nemo_gym.token_id_capture.protocols import LineageResolver, TokenSink
 
 from prorl_gym.capture.nemo_gym_transport import CaptureLineageResolver, CaptureTokenSink, CaptureTokenSource
 from prorl_gym.capture.token_ledger import TokenLedger
-from prorl_gym.stack import free_port
+from prorl_gym.testing import served_app
 
 CHECKS = [
     "put_then_freeze_visibility",
@@ -36,21 +32,10 @@ CHECKS = [
 ]
 
 
-@asynccontextmanager
-async def served(ledger: TokenLedger):
+def served(ledger: TokenLedger):
     app = FastAPI()
     app.include_router(ledger.router())
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        assert not task.done(), "the ledger did not start"
-        await asyncio.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
+    return served_app(app)
 
 
 async def conformance(url: str) -> list[str]:

@@ -7,12 +7,10 @@ of the end-to-end tests collect through it (their records name it)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import aiohttp
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 from nemo_gym.global_config import GlobalConfigDictParser, GlobalConfigDictParserConfig
 from omegaconf import DictConfig, OmegaConf
@@ -21,6 +19,7 @@ from prorl_gym.environments import BASE_CONFIG, POLICY_CONFIG, all_config_paths,
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import free_port
+from prorl_gym.testing import served_app
 from responses_api_agents.prorl_agent.front_door import ENVIRONMENT_SERVER_TYPE, FrontDoor, front_door_addresses
 
 HARNESS_CONFIGS = sorted((REPO_ROOT / "responses_api_agents" / "prorl_agent" / "configs").glob("*.yaml"))
@@ -103,20 +102,11 @@ async def test_the_app_answers_on_its_front_door_from_startup_to_shutdown():
     door = FrontDoor(app, [("toy_environment_server", "127.0.0.1", door_port)])
     run_with_app(app, door.start, door.close)
     run_with_app(app, lambda: started.append("agent"), _nothing)  # registered later: runs before the door opens
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=main_port, log_level="warning"))
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        assert not serving.done()
-        await asyncio.sleep(0.01)
-    try:
-        async with aiohttp.ClientSession() as http:
-            for port in (main_port, door_port):
-                async with http.post(f"http://127.0.0.1:{port}/run", json={"task": 1}) as response:
-                    assert response.status == 200
-                    assert await response.json() == {"row": {"task": 1}, "port": port, "started": ["agent"]}
-    finally:
-        server.should_exit = True
-        await serving
+    async with served_app(app, port=main_port), aiohttp.ClientSession() as http:
+        for port in (main_port, door_port):
+            async with http.post(f"http://127.0.0.1:{port}/run", json={"task": 1}) as response:
+                assert response.status == 200
+                assert await response.json() == {"row": {"task": 1}, "port": port, "started": ["agent"]}
     with pytest.raises(aiohttp.ClientConnectorError):  # closed with the app
         async with aiohttp.ClientSession() as http:
             await http.post(f"http://127.0.0.1:{door_port}/run", json={})

@@ -23,14 +23,13 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import uvicorn
 from nemo_gym.config_types import BaseServerConfig
 from nemo_gym.server_utils import ServerClient
 from omegaconf import OmegaConf
 
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import free_port, stop_session
-from prorl_gym.testing import build_server
+from prorl_gym.testing import build_server, served_app
 from responses_api_models.balanced_vllm_model.app import ENDPOINT_HEADER, BalancedVLLMModel
 
 EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
@@ -214,15 +213,6 @@ async def serve_model(
     )
     app = server.setup_webserver()
     server.setup_exception_middleware(app)
-    port = free_port()
-    uv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(uv.serve())
-    while not uv.started:
-        assert not task.done(), "model server failed to start"
-        await asyncio.sleep(0.01)
-    try:
-        async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar()) as http:
-            yield ModelServer(f"http://127.0.0.1:{port}", server, http)
-    finally:
-        uv.should_exit = True
-        await task
+    jar = aiohttp.DummyCookieJar()
+    async with served_app(app, lifespan="on") as url, aiohttp.ClientSession(cookie_jar=jar) as http:
+        yield ModelServer(url, server, http)

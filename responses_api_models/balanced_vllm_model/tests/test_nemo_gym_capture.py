@@ -18,14 +18,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from nemo_gym.token_id_capture.records import ParentResolutionStatus
 from nemo_gym.token_id_capture.store import TokenCaptureStore
 
 from prorl_gym.capture.nemo_gym_transport import CaptureTokenSource
 from prorl_gym.capture.token_ledger import TokenLedger
-from prorl_gym.stack import free_port
+from prorl_gym.testing import served_app
 from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
 from responses_api_models.balanced_vllm_model.tests.harness import ROWS, Policies, Rollout, serve_model
 
@@ -51,29 +50,22 @@ async def token_store(kind: str, tmp_path: Path):
     if kind == "file":
         yield {"enabled": True, "dir": str(tmp_path / "tokens")}, TokenCaptureStore(tmp_path / "tokens")
         return
-    ledger = TokenLedger()
     app = FastAPI()
-    app.include_router(ledger.router())
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    serving = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    url, module = f"http://127.0.0.1:{port}", "prorl_gym.capture.nemo_gym_transport"
-    block = {
-        "enabled": True,
-        "sink": f"{module}:CaptureTokenSink",
-        "sink_kwargs": {"url": url},
-        "lineage_store": f"{module}:CaptureLineageResolver",
-        "lineage_store_kwargs": {"url": url},
-    }
-    source = CaptureTokenSource(url)
-    try:
-        yield block, source
-    finally:
-        await source.close()
-        server.should_exit = True
-        await serving
+    app.include_router(TokenLedger().router())
+    async with served_app(app) as url:
+        module = "prorl_gym.capture.nemo_gym_transport"
+        block = {
+            "enabled": True,
+            "sink": f"{module}:CaptureTokenSink",
+            "sink_kwargs": {"url": url},
+            "lineage_store": f"{module}:CaptureLineageResolver",
+            "lineage_store_kwargs": {"url": url},
+        }
+        source = CaptureTokenSource(url)
+        try:
+            yield block, source
+        finally:
+            await source.close()
 
 
 @pytest.mark.parametrize("store", ["file", "capture_endpoint"])
