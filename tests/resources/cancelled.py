@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass, field
 
 import anyio
 
@@ -26,3 +27,26 @@ async def cancelled_midway(work, midway: asyncio.Event) -> None:
 
         requests.start_soon(handler)
         requests.start_soon(client_disconnects)
+
+
+@dataclass
+class Held:
+    """A method held at its call: `reached` once it is called, it goes on once `go_on` is set; `results`: what
+    its calls returned."""
+
+    reached: asyncio.Event = field(default_factory=asyncio.Event)
+    go_on: asyncio.Event = field(default_factory=asyncio.Event)
+    results: list = field(default_factory=list)
+
+
+def hold(monkeypatch, owner: type, name: str) -> Held:
+    held, method = Held(), getattr(owner, name)
+
+    async def held_method(self, *args, **kwargs):
+        held.reached.set()
+        await held.go_on.wait()
+        held.results.append(await method(self, *args, **kwargs))
+        return held.results[-1]
+
+    monkeypatch.setattr(owner, name, held_method)
+    return held

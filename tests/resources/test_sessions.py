@@ -12,7 +12,7 @@ from prorl_gym.sandbox.backends.local.backend import LocalBackend
 from prorl_gym.sandbox.leases import read_leases, write_lease
 from prorl_gym.sandbox.owner import short_hostname
 from prorl_gym.testing import sandbox_dirs_left
-from tests.resources.cancelled import cancelled_midway
+from tests.resources.cancelled import cancelled_midway, hold
 from tests.sandbox.test_leases import foreign_lease
 
 
@@ -51,17 +51,9 @@ async def test_a_release_whose_request_is_cancelled_midway_still_closes_the_sand
     await sessions.start()
     try:
         sandbox = await sessions.create("s1")
-        closing, go_on = asyncio.Event(), asyncio.Event()
-        close = type(sandbox).close
-
-        async def slow_close(self):
-            closing.set()
-            await go_on.wait()
-            await close(self)
-
-        monkeypatch.setattr(type(sandbox), "close", slow_close)
-        await cancelled_midway(lambda: sessions.release("s1"), closing)
-        go_on.set()
+        closing = hold(monkeypatch, type(sandbox), "close")
+        await cancelled_midway(lambda: sessions.release("s1"), closing.reached)
+        closing.go_on.set()
     finally:
         await sessions.close()  # waits for the closes that their requests did not see end
     assert sandbox_dirs_left(Path(sandbox_spec.root_dir)) == []
@@ -70,24 +62,15 @@ async def test_a_release_whose_request_is_cancelled_midway_still_closes_the_sand
 async def test_a_sandbox_whose_seed_is_cancelled_midway_is_started_then_closed(sandbox_spec, monkeypatch):
     sessions = SandboxSessions(sandbox_spec)
     await sessions.start()
-    starting, go_on, started = asyncio.Event(), asyncio.Event(), []
-    new = SandboxSessions._new
-
-    async def slow_new(self, spec):
-        starting.set()
-        await go_on.wait()
-        started.append(await new(self, spec))
-        return started[-1]
-
-    monkeypatch.setattr(SandboxSessions, "_new", slow_new)
+    starting = hold(monkeypatch, SandboxSessions, "_new")
     try:
-        await cancelled_midway(lambda: sessions.create("s1"), starting)
-        go_on.set()
+        await cancelled_midway(lambda: sessions.create("s1"), starting.reached)
+        starting.go_on.set()
         for _ in range(300):  # the start runs to its end; then nobody is left to release it but us
-            if started and not sandbox_dirs_left(Path(sandbox_spec.root_dir)):
+            if starting.results and not sandbox_dirs_left(Path(sandbox_spec.root_dir)):
                 break
             await asyncio.sleep(0.1)
-        assert len(started) == 1 and sessions.find("s1") is None
+        assert len(starting.results) == 1 and sessions.find("s1") is None
         assert sandbox_dirs_left(Path(sandbox_spec.root_dir)) == []
     finally:
         await sessions.close()

@@ -5,13 +5,11 @@ tested in tests/sandbox/ray/test_hosts.py."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from prorl_gym.resources.snapshots import SnapshotStore, UnknownSnapshotError
 from prorl_gym.resources.tools.editor import EditorArgs, run_editor
-from tests.resources.cancelled import cancelled_midway
+from tests.resources.cancelled import cancelled_midway, hold
 
 
 async def test_a_branch_starts_as_the_snapshot_was_and_undoes_its_last_edit(sandbox):
@@ -45,33 +43,16 @@ async def test_a_released_snapshot_cannot_be_branched(sandbox):
 
 async def test_a_snapshot_taken_and_released_by_cancelled_requests_is_kept_then_freed(sandbox, monkeypatch):
     store = SnapshotStore()
-    freezing, go_on, frozen = asyncio.Event(), asyncio.Event(), []
-    freeze = type(sandbox).freeze
-
-    async def slow_freeze(self, *args, **kwargs):
-        freezing.set()
-        await go_on.wait()
-        frozen.append(await freeze(self, *args, **kwargs))
-        return frozen[-1]
-
-    monkeypatch.setattr(type(sandbox), "freeze", slow_freeze)
+    freezing = hold(monkeypatch, type(sandbox), "freeze")
     try:
-        await cancelled_midway(lambda: store.take(sandbox), freezing)
-        go_on.set()
+        await cancelled_midway(lambda: store.take(sandbox), freezing.reached)
+        freezing.go_on.set()
         await store._to_the_end.wait()
-        assert len(frozen) == 1 and len(store) == 1  # kept: the TTL or the batch's release frees it
-        template = frozen[0]
-        closing, go_on = asyncio.Event(), asyncio.Event()
-        close = type(template).close
-
-        async def slow_close(self):
-            closing.set()
-            await go_on.wait()
-            await close(self)
-
-        monkeypatch.setattr(type(template), "close", slow_close)
-        await cancelled_midway(lambda: store.release([template.id]), closing)
-        go_on.set()
+        assert len(freezing.results) == 1 and len(store) == 1  # kept: the TTL or the batch's release frees it
+        template = freezing.results[0]
+        closing = hold(monkeypatch, type(template), "close")
+        await cancelled_midway(lambda: store.release([template.id]), closing.reached)
+        closing.go_on.set()
     finally:
         await store.close()  # waits for the close its request did not see end
     assert len(store) == 0 and not template.directory.exists()
