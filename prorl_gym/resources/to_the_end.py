@@ -22,9 +22,6 @@ class ToTheEnd:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task] = set()
 
-    def __len__(self) -> int:
-        return len(self._tasks)
-
     def start(self, work: Awaitable[T]) -> asyncio.Task[T]:
         task = asyncio.ensure_future(work)
         self._tasks.add(task)
