@@ -33,9 +33,9 @@ from fastapi import FastAPI
 from benchmarks.common import emit, ms
 from prorl_gym.capture import CaptureGateway, export
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.pipeline.tokens import token_ids_contiguous
 from prorl_gym.stack import free_port, run_cli, stop_session
 from prorl_gym.testing import PYTHON_TOOL, DirectPeer, build_server
+from prorl_gym.tokens.contiguity import token_ids_contiguous
 from responses_api_models.balanced_vllm_model.app import BalancedVLLMModel
 
 EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"

@@ -27,7 +27,7 @@ from prorl_gym.sandbox.backends.container.engine import Engine, default_socket
 from prorl_gym.sandbox.backends.container.image import ensure_base_image
 from prorl_gym.sandbox.backends.container.options import ContainerOptions
 from prorl_gym.sandbox.backends.container.podman_service import PodmanService
-from prorl_gym.sandbox.backends.registry import Backends
+from prorl_gym.sandbox.backends.instances import Backends
 
 
 def p50(samples: list[float]) -> float:

@@ -91,8 +91,8 @@ async def serve(port: int, journal_dir: str, records: int) -> None:
     from fastapi import FastAPI
 
     from prorl_gym.dashboard.server import Dashboard, DashboardConfig
-    from prorl_gym.pipeline.jobs import JobManager
-    from prorl_gym.pipeline.journal import Journal
+    from prorl_gym.jobs.journal import Journal
+    from prorl_gym.jobs.manager import JobManager
     from prorl_gym.wire.jobs import JobLimits, SubmitRequest
     from prorl_gym.wire.records import RolloutRecord
 

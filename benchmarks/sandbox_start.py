@@ -18,7 +18,7 @@ import asyncio
 import time
 
 from benchmarks.common import emit, ms, raise_fd_limit, sandbox_root
-from prorl_gym.pipeline.aggregate import percentile
+from prorl_gym.jobs.aggregate import percentile
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.pool import SandboxPool
 

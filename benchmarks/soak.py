@@ -62,9 +62,9 @@ from benchmarks.common import emit, raise_fd_limit
 from prorl_gym.client import ProRLClient, agent_url
 from prorl_gym.dashboard.export import save_snapshot
 from prorl_gym.environments import Environment, all_config_paths, discover
+from prorl_gym.jobs.aggregate import percentile
 from prorl_gym.jsonl import read_jsonl, write_jsonl
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.pipeline.aggregate import percentile
 from prorl_gym.sandbox.backends.local.processes import processes_mounting
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.stack import Stack, collected_records, run_cli

@@ -30,9 +30,9 @@ from pathlib import Path
 
 from prorl_gym.dashboard.export import find_agent, save_snapshot
 from prorl_gym.environments import Environment, all_config_paths, discover
+from prorl_gym.jobs.aggregate import rollout_metrics
 from prorl_gym.local_models import MODELS
 from prorl_gym.paths import REPO_ROOT
-from prorl_gym.pipeline.aggregate import rollout_metrics
 from prorl_gym.stack import Stack, StackError, collected_records, cpu_rollout_limits, run_cli
 from prorl_gym.watch import PolicyWatch
 

@@ -3,7 +3,7 @@
 """Math end to end with its sandboxes in containers: real ng_run + ng_collect_rollouts, the scripted
 policy (100 ms a turn), the container backend chosen by a Hydra override alone, a real engine
 (Podman's service here; skipped, with the reason, where none can be run:
-tests/sandbox/container_engine.py). The resources server is SIGKILLed mid-collection: its
+tests/support/container_engine.py). The resources server is SIGKILLed mid-collection: its
 restarted successor removes the dead one's containers (by their owner label) and every row
 still gets its record."""
 
@@ -26,7 +26,7 @@ from prorl_gym.sandbox.backends.container.backend import OWNER_LABEL, SANDBOX_LA
 from prorl_gym.sandbox.backends.container.engine import Engine, json_lines
 from prorl_gym.stack import Stack, collected_records
 from prorl_gym.testing import supervised_server, traversable_dir
-from tests.sandbox.container_engine import engine_or_skip
+from tests.support.container_engine import engine_or_skip
 
 MATH = environment("math")
 RESTART_DELAY_S = 2

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from prorl_gym.client import ProRLClient, agent_url
-from tests.real_model import (
+from tests.support.real_model import (
     ENVIRONMENTS,
     assert_replays,
     assert_trainable,

@@ -27,7 +27,7 @@ import pytest
 from examples.training_loop import training_loop
 from prorl_gym.client import ProRLClient, agent_url
 from prorl_gym.tokens.grammar import tool_call_grammar
-from tests.real_model import (
+from tests.support.real_model import (
     ENVIRONMENTS,
     assert_replays,
     assert_trainable,
@@ -78,7 +78,7 @@ def test_a_stem_a_code_and_a_swe_rollout_are_trainable(other_records, env):
 
 
 def test_generated_ids_and_their_log_probs_are_the_models_own(stack, math_records, other_records):
-    """Each environment's last turn replayed on the server (tests/real_model.py assert_replays)."""
+    """Each environment's last turn replayed on the server (tests/support/real_model.py assert_replays)."""
     for record in math_records[:1] + [r for records in other_records.values() for r in records]:
         assert_replays(stack.llamacpp, record)
 

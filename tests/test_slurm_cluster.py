@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""The local Slurm cluster (tests/slurm_cluster.py) is real: it schedules, runs multi-node steps and batch
+"""The local Slurm cluster (tests/support/slurm_cluster.py) is real: it schedules, runs multi-node steps and batch
 jobs, survives a node crash without leaving the crashed node's job processes behind, and leaves nothing
 running after close()."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm_cluster import LocalSlurm, _proc_environ, _proc_table, available
+from tests.support.slurm_cluster import LocalSlurm, _proc_environ, _proc_table, available
 
 AVAILABLE, WHY = available()
 pytestmark = [pytest.mark.skipif(not AVAILABLE, reason=WHY), pytest.mark.timeout(120)]

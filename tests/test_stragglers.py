@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""Per-sample straggler control on a real stack (prorl_gym/pipeline/stragglers.py): configs/math.yaml
+"""Per-sample straggler control on a real stack (prorl_gym/jobs/stragglers.py): configs/math.yaml
 under ng_run, the scripted policy answering each turn in 300 ms, and one sample of one prompt (the
 first conversation of it the policy sees) 60 times slower: a straggler. Backfilled, it is replaced by
 a fresh sample of the same prompt, its generation aborted at the policy (the scripted policy counts

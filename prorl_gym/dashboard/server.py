@@ -37,7 +37,7 @@ from prorl_gym.config import StrictConfig
 from prorl_gym.dashboard.index import Query as Search
 from prorl_gym.dashboard.index import RecentRuns, RolloutIndex, turns
 from prorl_gym.dashboard.live import LiveCounters, Series
-from prorl_gym.pipeline.jobs import JobManager
+from prorl_gym.jobs.manager import JobManager
 from prorl_gym.wire.records import RolloutRecord
 
 STATIC = Path(__file__).parent / "static"

@@ -15,7 +15,7 @@ import statistics
 from collections import Counter, defaultdict
 from typing import Any
 
-from prorl_gym.pipeline.aggregate import percentile
+from prorl_gym.jobs.aggregate import percentile
 from prorl_gym.wire.records import TIMING_KEYS, ReportFields
 
 MAX_CATEGORIES = 20

@@ -20,15 +20,27 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
-from prorl_gym.pipeline.journal import Journal
 from prorl_gym.wire.jobs import PolicyState
 
 STATE_KEY = "policy"
 
 
+class Settings(Protocol):
+    """Where the gate keeps its state across agent restarts: the job service's journal
+    (prorl_gym/jobs/journal.py), which sits above the pipeline and so is not imported here."""
+
+    @property
+    def opened(self) -> bool: ...
+
+    async def setting(self, key: str) -> Any: ...
+
+    async def set_setting(self, key: str, value: Any) -> None: ...
+
+
 class PolicyGate:
-    def __init__(self, journal: Journal | None = None):
+    def __init__(self, journal: Settings | None = None):
         self.journal = journal
         self.version = 0
         self.paused = False

@@ -6,8 +6,8 @@ from prorl_gym.runtime.files import EditError, SandboxFileError, SandboxFileNotF
 from prorl_gym.runtime.python import PythonResult
 from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.sandbox.api import Forkable, SandboxAPI, TemplateAPI
+from prorl_gym.sandbox.backends.instances import Backends, default_backends, get_backend
 from prorl_gym.sandbox.backends.kinds import RunsImages, UnknownBackendError
-from prorl_gym.sandbox.backends.registry import Backends, default_backends, get_backend
 from prorl_gym.sandbox.errors import (
     SandboxClosedError,
     SandboxError,

@@ -34,7 +34,7 @@ from nemo_gym.sandbox import SandboxCreateError, SandboxExecResult, SandboxHandl
 from nemo_gym.sandbox import SandboxSpec as GymSandboxSpec
 from pydantic import ValidationError
 
-from prorl_gym.sandbox.backends.registry import Backends
+from prorl_gym.sandbox.backends.instances import Backends
 from prorl_gym.sandbox.errors import SandboxClosedError, SandboxError
 from prorl_gym.sandbox.sandbox import Sandbox, create_sandbox
 from prorl_gym.sandbox.spec import SandboxSpec

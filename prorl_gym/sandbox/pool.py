@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from prorl_gym.runtime.zygote import KernelZygote
-from prorl_gym.sandbox.backends.registry import Backends
+from prorl_gym.sandbox.backends.instances import Backends
 from prorl_gym.sandbox.sandbox import Sandbox, SandboxError, create_sandbox
 from prorl_gym.sandbox.spec import SandboxSpec
 

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from prorl_gym.sandbox.backends.base import PlacementBackend
-from prorl_gym.sandbox.backends.registry import Backends, default_backends
+from prorl_gym.sandbox.backends.instances import Backends, default_backends
 from prorl_gym.sandbox.leases import read_leases, remove_lease
 from prorl_gym.sandbox.owner import owned_here, owner_id
 

@@ -28,7 +28,7 @@ from prorl_gym.runtime.shell import PtyShell, ShellError, ShellResult
 from prorl_gym.runtime.zygote import KernelZygote
 from prorl_gym.sandbox.api import Forkable, SandboxAPI
 from prorl_gym.sandbox.backends.base import HostReachable, Placement, PlacementBackend, RemoteBackend
-from prorl_gym.sandbox.backends.registry import Backends, default_backends
+from prorl_gym.sandbox.backends.instances import Backends, default_backends
 from prorl_gym.sandbox.errors import (
     SandboxClosedError,
     SandboxError,

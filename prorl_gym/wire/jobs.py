@@ -49,7 +49,7 @@ class ForkFrom(StrictConfig):
 
 
 class Stragglers(StrictConfig):
-    """A batch's per-sample straggler control (prorl_gym/pipeline/stragglers.py, docs/job_api.md)."""
+    """A batch's per-sample straggler control (prorl_gym/jobs/stragglers.py, docs/job_api.md)."""
 
     # wait: the batch waits for it (its cost measured); backfill: cancelled, a fresh sample of the same prompt
     # started (the group keeps its size); evict: cancelled, its group admitted without it (partial)

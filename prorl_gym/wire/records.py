@@ -50,7 +50,7 @@ class TurnSnapshot(BaseModel):
 
 
 class StragglerNote(BaseModel):
-    """A sample its batch's straggler control acted on (prorl_gym/pipeline/stragglers.py)."""
+    """A sample its batch's straggler control acted on (prorl_gym/jobs/stragglers.py)."""
 
     # replaced: this record is the fresh sample that replaced it; evicted: cancelled, its group admitted
     # without it; waited: the batch waited for it

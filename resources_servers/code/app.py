@@ -55,7 +55,7 @@ class CodeTaskFields(BaseModel):
     """The row fields the server reads (the rest of the row passes through untouched)."""
 
     model_config = ConfigDict(extra="allow")
-    tests: CodeTests  # validated at INIT: a row the harness cannot run fails early (422)
+    tests: CodeTests  # validated at INIT: a row the test runner cannot run fails early (422)
     starter_code: str | None = None
     answer_file: str | None = None
     limits: dict[str, Any] | None = None

@@ -4,12 +4,12 @@
 
 The tests never enter the agent's sandbox. At EVAL a new sandbox is created from the
 server's spec with small limits (no network, few processes, bounded memory, disk and
-time); the harness (resources_servers/code/harness, stdlib only) is copied in with the
+time); the test runner (resources_servers/code/sandbox_runner, stdlib only) is copied in with the
 solution and a spec holding the tests and a random nonce. The trusted runner deletes the
 spec before any solution code runs and prints one record, carrying the nonce, only after
 the last test. No record with the right nonce (the solution exited early, killed the
 runner, flooded, hung) means failed tests with a reason; a failure of the machinery
-itself (no sandbox, a harness error, a broken row) raises SandboxError/VerifierError,
+itself (no sandbox, a runner error, a broken row) raises SandboxError/VerifierError,
 which the server records as eval_error, never as reward 0.
 """
 
@@ -28,13 +28,13 @@ from prorl_gym.config import StrictConfig
 from prorl_gym.sandbox import Backends, SandboxError, SandboxFileError, SandboxSpec, create_sandbox
 from prorl_gym.sandbox.spec import ResourceLimits
 from prorl_gym.verify.pool import VerifierError
-from resources_servers.code.harness import FILES, HARNESS_DIR
+from resources_servers.code.sandbox_runner import FILES, RUNNER_DIR
 
 MiB = 1 << 20
 MARKER = "PRORL-CODE-RESULT"
-HARNESS = "/tmp/.prorl-harness"  # inside the eval sandbox
+RUNNER_IN_SANDBOX = "/tmp/.prorl-runner"  # inside the eval sandbox
 MAX_SOLUTION_BYTES = 256 * 1024
-SANDBOX_GRACE_S = 15.0  # on top of the total budget: sandbox start, harness start, clean-up
+SANDBOX_GRACE_S = 15.0  # on top of the total budget: sandbox start, runner start, clean-up
 PYTHON_TAGS = {"python", "py", "python3"}
 
 
@@ -141,8 +141,8 @@ def eval_sandbox_spec(base: SandboxSpec, limits: CodeLimits) -> SandboxSpec:
     )
 
 
-def _harness_files() -> dict[str, bytes]:
-    return {name: (HARNESS_DIR / name).read_bytes() for name in FILES}
+def _runner_files() -> dict[str, bytes]:
+    return {name: (RUNNER_DIR / name).read_bytes() for name in FILES}
 
 
 async def run_tests(
@@ -156,7 +156,7 @@ async def run_tests(
     default: the process's); the scored result (see summarize)."""
     nonce = secrets.token_hex(16)
     spec = eval_sandbox_spec(base, limits)
-    files = await asyncio.to_thread(_harness_files)
+    files = await asyncio.to_thread(_runner_files)
     sandbox = await create_sandbox(spec, backends=backends)  # SandboxError propagates: an eval error
     run_spec = tests.model_dump() | {
         "nonce": nonce,
@@ -164,7 +164,7 @@ async def run_tests(
         # but its own line. Without isolation it sees the host's processes: never.
         "own_pid_namespace": sandbox.own_pid_namespace,
         "python": spec.kernel_python,
-        "harness_dir": HARNESS,
+        "runner_dir": RUNNER_IN_SANDBOX,
         "workdir": spec.workspace,
         "solution_path": f"{spec.workspace}/solution.py",
         "per_test_timeout_s": limits.per_test_timeout_s,
@@ -177,14 +177,14 @@ async def run_tests(
         spec_json = await asyncio.to_thread(json.dumps, run_spec)
         try:
             for name, data in files.items():
-                await sandbox.write_file(f"{HARNESS}/{name}", data)
+                await sandbox.write_file(f"{RUNNER_IN_SANDBOX}/{name}", data)
             await sandbox.write_file(run_spec["solution_path"], solution)
-            await sandbox.write_file(f"{HARNESS}/spec.json", spec_json)
+            await sandbox.write_file(f"{RUNNER_IN_SANDBOX}/spec.json", spec_json)
         except SandboxFileError as exc:  # e.g. tests beyond the file API's size: the row, not the solution
             raise VerifierError(f"could not stage the tests: {exc}") from exc
         try:
             result = await sandbox.bash(
-                f"{spec.kernel_python} -I {HARNESS}/runner.py {HARNESS}/spec.json 2>/dev/null",
+                f"{spec.kernel_python} -I {RUNNER_IN_SANDBOX}/runner.py {RUNNER_IN_SANDBOX}/spec.json 2>/dev/null",
                 timeout=spec.command_timeout_s,
             )
         except SandboxError as exc:  # only the solution ran in there: it broke the sandbox
@@ -194,10 +194,12 @@ async def run_tests(
     record = find_record(result.output, nonce)
     if record is None:
         why = "the run did not finish in time" if result.timed_out else "the run ended without a result"
-        reason = f"{why} (exit {result.exit_code}): the solution killed or stopped the harness, or broke the sandbox"
+        reason = (
+            f"{why} (exit {result.exit_code}): the solution killed or stopped the test runner, or broke the sandbox"
+        )
         return no_record(count_tests(tests), reason)
-    if record.get("harness_error"):
-        raise VerifierError(f"code harness failed: {record['harness_error']}")
+    if record.get("runner_error"):
+        raise VerifierError(f"code test runner failed: {record['runner_error']}")
     return summarize(record["tests"])
 
 

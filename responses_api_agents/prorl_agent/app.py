@@ -10,7 +10,7 @@ whether the token ids obey NeMo RL's contiguity rule. A failed rollout also carr
 to the failures sidecar instead of scoring it 0. The sandbox is released on every path.
 
 The job API (submit batches, stream results, cancel, status; docs/job_api.md) runs the same
-rollout(); its logic is prorl_gym/pipeline/jobs.py, only its routes are here.
+rollout(); its logic is prorl_gym/jobs/manager.py, only its routes are here.
 """
 
 from prorl_gym.supervise import supervise_early
@@ -39,14 +39,23 @@ from prorl_gym.capture import CaptureGateway
 from prorl_gym.capture.token_ledger import TokenLedger
 from prorl_gym.config import StrictConfig, StrictServerConfig
 from prorl_gym.dashboard.server import Dashboard, DashboardConfig
+from prorl_gym.jobs.admission import JobError
+from prorl_gym.jobs.aggregate import rollout_metrics
+from prorl_gym.jobs.journal import Journal, JournalConfig
+from prorl_gym.jobs.manager import JobManager, current_job_id
 from prorl_gym.lifespan import run_with_app
-from prorl_gym.pipeline.admission import JobError
-from prorl_gym.pipeline.aggregate import rollout_metrics
-from prorl_gym.pipeline.jobs import JobManager, current_job_id
-from prorl_gym.pipeline.journal import Journal, JournalConfig
+from prorl_gym.pipeline.loop import LoopLimits
 from prorl_gym.pipeline.peers import PeerClient
 from prorl_gym.pipeline.policy import PolicyGate
 from prorl_gym.pipeline.policy_health import PolicyHealth, PolicyHealthConfig
+from prorl_gym.pipeline.rollout import (
+    Peers,
+    RetryPolicy,
+    RolloutPipeline,
+    RunRequest,
+    SnapshotMode,
+    transcript,
+)
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.supervise import supervised
 from prorl_gym.tracing import Tracing, TracingConfig
@@ -66,16 +75,7 @@ from prorl_gym.wire.records import RolloutRecord, failed_record
 from responses_api_agents.prorl_agent.front_door import FrontDoor, front_door_addresses
 from responses_api_agents.prorl_agent.harness import HarnessLoop
 from responses_api_agents.prorl_agent.harnesses import load_harness
-from responses_api_agents.prorl_agent.loop import LoopLimits
 from responses_api_agents.prorl_agent.prometheus import AgentMetrics
-from responses_api_agents.prorl_agent.rollout import (
-    Peers,
-    RetryPolicy,
-    RolloutPipeline,
-    RunRequest,
-    SnapshotMode,
-    transcript,
-)
 from responses_api_agents.prorl_agent.tracing import TracedClient, traced_pools, traced_rollout
 
 log = logging.getLogger(__name__)

@@ -41,9 +41,9 @@ from typing import Any, Protocol, runtime_checkable
 import aiohttp
 
 from prorl_gym.capture import CaptureGateway, CaptureLimits, CaptureRecord
+from prorl_gym.pipeline.loop import LOST_SANDBOX, LoopLimits, LoopStats
 from prorl_gym.wire.failures import FailureType, RolloutFailure, Stage
 from prorl_gym.wire.resources import HarnessRunRequest, HarnessRunResponse
-from responses_api_agents.prorl_agent.loop import LOST_SANDBOX, LoopLimits, LoopStats
 
 UNLIMITED_RUN_S = 6 * 3600.0  # an in-sandbox harness without max_run_time_s: as long as a sandbox's lease
 SANDBOX_RUN_GRACE_S = 60.0  # beyond max_run_time_s: for the resources server to stop the harness and answer

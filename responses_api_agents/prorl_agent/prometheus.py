@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """The agent's Prometheus metrics (GET /metrics): stage times and queue waits, rollouts and their
 attempts by outcome, the job service's load and journal size, the policy's version and pauses, whether
-the policy is down, what stragglers cost (prorl_gym/pipeline/stragglers.py)."""
+the policy is down, what stragglers cost (prorl_gym/jobs/stragglers.py)."""
 
 from __future__ import annotations
 
-from prorl_gym.pipeline.jobs import JobManager
+from prorl_gym.jobs.manager import JobManager
 from prorl_gym.pipeline.policy import PolicyGate
 from prorl_gym.pipeline.policy_health import PolicyHealth
 from prorl_gym.prometheus import ServerMetrics

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest_asyncio
 
-from tests.capture.servers import capture_stack
+from tests.support.capture_servers import capture_stack
 
 
 @pytest_asyncio.fixture(scope="package", loop_scope="package")

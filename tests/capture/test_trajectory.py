@@ -10,7 +10,7 @@ from nemo_gym.openai_utils import NeMoGymChatCompletionCreateParamsNonStreaming
 from pydantic import ValidationError
 
 from prorl_gym.capture import CaptureLimits, CaptureRefused, Trajectory, export
-from prorl_gym.pipeline.tokens import token_ids_contiguous
+from prorl_gym.tokens.contiguity import token_ids_contiguous
 
 SYSTEM = {"role": "system", "content": "be brief"}
 USER = {"role": "user", "content": "2+2?"}

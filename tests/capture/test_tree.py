@@ -17,7 +17,7 @@ from prorl_gym.capture import export, tree_from_export
 from prorl_gym.capture.export import BrokenExport, branch_paths
 from prorl_gym.capture.tree import TokenTree, common_prefix
 from prorl_gym.jsonl import read_jsonl, write_jsonl
-from prorl_gym.pipeline.tokens import token_ids_contiguous
+from prorl_gym.tokens.contiguity import token_ids_contiguous
 from prorl_gym.wire.items import validate_item
 
 

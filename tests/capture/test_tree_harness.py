@@ -16,9 +16,9 @@ import pytest
 from openai import AsyncOpenAI
 
 from prorl_gym.capture import export, tree_from_export
-from prorl_gym.pipeline.tokens import token_ids_contiguous
+from prorl_gym.tokens.contiguity import token_ids_contiguous
 from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
-from tests.capture.servers import TOOLS, open_capture, row_for, sampled
+from tests.support.capture_servers import TOOLS, open_capture, row_for, sampled
 
 try:
     qwen3()

@@ -8,9 +8,9 @@ from __future__ import annotations
 import orjson
 
 from prorl_gym.dashboard.index import SUMMARY_PATHS, Query, RolloutIndex, turns
-from prorl_gym.pipeline.jobs import BatchView
-from prorl_gym.pipeline.journal import Journal as RealJournal
-from prorl_gym.pipeline.journal import StreamOffset
+from prorl_gym.jobs.journal import Journal as RealJournal
+from prorl_gym.jobs.journal import StreamOffset
+from prorl_gym.jobs.manager import BatchView
 
 
 def record(k: int) -> str:

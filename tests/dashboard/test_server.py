@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from prorl_gym.dashboard.server import Dashboard, DashboardConfig
-from prorl_gym.pipeline.stragglers import StragglerControl
+from prorl_gym.jobs.stragglers import StragglerControl
 from prorl_gym.wire.jobs import CancelResult, JobLimits, Status
 
 

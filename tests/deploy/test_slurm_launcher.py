@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""deploy/slurm/prorl_gym.sbatch on a real 3-node Slurm (tests/slurm_cluster.py): the job brings up
+"""deploy/slurm/prorl_gym.sbatch on a real 3-node Slurm (tests/support/slurm_cluster.py): the job brings up
 a Ray cluster over its nodes, the service on the first, sandbox hosts on the other two; rollouts
 collected through its head server run on both hosts; `scancel` stops everything it started."""
 
@@ -20,7 +20,7 @@ from prorl_gym.sandbox.backends.ray.local_cluster import NODE_IP
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.stack import BIN, collected_records, free_port
 from prorl_gym.testing import traversable_dir
-from tests.slurm_cluster import LocalSlurm, available
+from tests.support.slurm_cluster import LocalSlurm, available
 
 AVAILABLE, WHY = available()
 pytestmark = [pytest.mark.skipif(not AVAILABLE, reason=WHY), pytest.mark.timeout(600)]

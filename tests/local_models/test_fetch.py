@@ -19,7 +19,7 @@ import pytest
 from prorl_gym.local_models import WeightsMissing, WeightsRejected, verified
 from prorl_gym.local_models.catalog import MODELS, LocalModel, WheelPart, local_model
 from prorl_gym.local_models.fetch import assemble, stamp_path
-from tests.local_models.ggufs import QWEN_LIKE, gguf_bytes
+from tests.support.ggufs import QWEN_LIKE, gguf_bytes
 
 DATA = gguf_bytes(QWEN_LIKE, tail=bytes(range(256)) * 40)
 

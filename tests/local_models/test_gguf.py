@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from prorl_gym.local_models.gguf import MAX_KEPT, GGUFError, read_metadata
-from tests.local_models.ggufs import QWEN_LIKE, gguf_bytes, write_gguf
+from tests.support.ggufs import QWEN_LIKE, gguf_bytes, write_gguf
 
 
 def test_the_header_values_and_long_arrays_as_their_length(tmp_path):

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from prorl_gym.pipeline.journal import Journal
+from prorl_gym.jobs.journal import Journal
 from prorl_gym.pipeline.policy import PolicyGate
 
 

@@ -12,8 +12,8 @@ from prorl_gym.sandbox.backends.local.backend import LocalBackend
 from prorl_gym.sandbox.leases import read_leases, write_lease
 from prorl_gym.sandbox.owner import short_hostname
 from prorl_gym.testing import sandbox_dirs_left
-from tests.resources.cancelled import cancelled_midway, hold
 from tests.sandbox.test_leases import foreign_lease
+from tests.support.cancelled import cancelled_midway, hold
 
 
 async def test_a_predecessors_sandboxes_are_reaped_while_the_new_server_already_serves(sandbox_spec, monkeypatch):

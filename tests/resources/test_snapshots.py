@@ -9,7 +9,7 @@ import pytest
 
 from prorl_gym.resources.snapshots import SnapshotStore, UnknownSnapshotError
 from prorl_gym.resources.tools.editor import EditorArgs, run_editor
-from tests.resources.cancelled import cancelled_midway, hold
+from tests.support.cancelled import cancelled_midway, hold
 
 
 async def test_a_branch_starts_as_the_snapshot_was_and_undoes_its_last_edit(sandbox):

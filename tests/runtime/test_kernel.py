@@ -3,7 +3,7 @@
 import pytest
 
 from prorl_gym.runtime.kernel import IPythonKernel
-from tests.runtime.hosts import local_host
+from tests.support.hosts import local_host
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from prorl_gym.resources.sessions import kernel_zygote_for
 from prorl_gym.runtime.kernel import IPythonKernel
 from prorl_gym.runtime.repl import PythonRepl
 from prorl_gym.sandbox import create_sandbox
-from tests.runtime.hosts import local_host
+from tests.support.hosts import local_host
 
 
 @pytest.fixture

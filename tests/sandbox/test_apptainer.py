@@ -1,7 +1,7 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
 """The apptainer backend: the exact command lines (unit), then the full Sandbox API and each
-failure a real HPC site would show, through a fake `apptainer` (fake_apptainer.py) that
+failure a real HPC site would show, through a fake `apptainer` (tests/support/fake_apptainer.py) that
 models them (Apptainer cannot be installed here). The real-Apptainer suite is in
 test_apptainer_real.py."""
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from prorl_gym.sandbox import Backends, SandboxSpec, SandboxStartError, create_sandbox, get_backend
-from prorl_gym.sandbox.backends import registry
+from prorl_gym.sandbox.backends import instances
 from prorl_gym.sandbox.backends.apptainer import backend as apptainer
 from prorl_gym.sandbox.backends.apptainer.backend import ApptainerBackend, nproc_counted_per_sandbox
 from prorl_gym.sandbox.backends.apptainer.cli import (
@@ -50,7 +50,7 @@ from prorl_gym.sandbox.spec import Bind, ResourceLimits
 PRIVATE = Path("/tmp/prorl-1000/abc123")
 NAME = "prorl-node1-42-777-abc123"
 ENV_FILE = PRIVATE / "env"
-FAKE = Path(__file__).with_name("fake_apptainer.py")
+FAKE = Path(__file__).parents[1] / "support" / "fake_apptainer.py"
 
 
 @pytest.fixture
@@ -326,7 +326,7 @@ def fake(tmp_path, monkeypatch) -> Fake:
     monkeypatch.setattr(apptainer, "running_as_root", lambda: False)  # these tests may run as root
     # A fresh apptainer backend for each test: what one learnt of its site (a refused overlay) and
     # the warnings it gave are its own.
-    monkeypatch.setattr(registry, "_default", Backends())
+    monkeypatch.setattr(instances, "_default", Backends())
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # Apptainer's default config dir: must stay unused
     return Fake(tmp_path / "fake")
 

@@ -3,7 +3,7 @@
 """The container backend against a real engine (Podman's service here, Docker elsewhere): the
 sandbox API through containers, images per row, typed refusals, leases and the reaper by labels.
 
-Skipped, with the reason, where no engine can be run (tests/sandbox/container_engine.py)."""
+Skipped, with the reason, where no engine can be run (tests/support/container_engine.py)."""
 
 from __future__ import annotations
 
@@ -23,14 +23,13 @@ from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.backends.container.backend import OWNER_LABEL, SANDBOX_LABEL, ContainerBackend
 from prorl_gym.sandbox.backends.container.engine import Engine
 from prorl_gym.sandbox.backends.container.options import ContainerOptions
-from prorl_gym.sandbox.backends.registry import Backends, default_backends
+from prorl_gym.sandbox.backends.instances import Backends, default_backends
 from prorl_gym.sandbox.errors import SandboxForkError, SandboxStartError
 from prorl_gym.sandbox.leases import read_leases
 from prorl_gym.sandbox.owner import owner_id
 from prorl_gym.sandbox.pool import SandboxPool
 from prorl_gym.sandbox.reaper import reap_stale
 from prorl_gym.sandbox.spec import ResourceLimits
-from tests.sandbox.container_engine import engine_or_skip
 
 # The sandbox API suite (tests/sandbox/test_sandbox.py), collected here again: its tests run against
 # containers, with this module's `sandbox_spec` (the conftest's `sandbox` starts from it).
@@ -50,6 +49,7 @@ from tests.sandbox.test_sandbox import (  # noqa: F401 - collected by pytest fro
     test_the_tools_leave_nothing_in_the_workspace_the_agent_did_not_write,
     test_upload_and_download,
 )
+from tests.support.container_engine import engine_or_skip
 
 MiB = 1 << 20
 LIMITS = ResourceLimits(processes=64, memory_bytes=1024 * MiB, file_size_bytes=16 * MiB, workspace_bytes=64 * MiB)

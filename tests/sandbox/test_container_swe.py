@@ -6,7 +6,7 @@ container, the agent applies the gold patch, EVAL grades the diff in a fresh con
 unfixed patch 0.0. The image is the base image with the prepared repository committed in (through
 the Engine API), cached in the engine's store under a tag hashing its inputs.
 
-Skipped, with the reason, where no engine can be run (tests/sandbox/container_engine.py)."""
+Skipped, with the reason, where no engine can be run (tests/support/container_engine.py)."""
 
 from __future__ import annotations
 
@@ -26,14 +26,14 @@ import pytest
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.backends.container.engine import Engine
 from prorl_gym.sandbox.backends.container.options import ContainerOptions
-from prorl_gym.sandbox.backends.registry import Backends
+from prorl_gym.sandbox.backends.instances import Backends
 from prorl_gym.sandbox.spec import ResourceLimits
 from prorl_gym.testing import transcript
 from resources_servers.swe.app import SweResourcesServer
 from resources_servers.swe.evaluate import evaluate_patch
 from resources_servers.swe.prompts import build_row
 from resources_servers.swe.repos import prepare_repo, stage_repo, task_spec
-from tests.sandbox.container_engine import engine_or_skip
+from tests.support.container_engine import engine_or_skip
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "resources_servers/swe/data/example.jsonl"
 SWE_IMAGE = "localhost/prorl-gym-swe-test"

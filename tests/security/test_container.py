@@ -7,7 +7,7 @@ loopback, other sandboxes, signals to host processes, a fork bomb, a memory hog,
 an output flood; each is checked from the host where it can be, and the sandbox stays usable.
 This module's sandboxes are registered with the suite's leak checks (conftest.py): at the end no
 process of any of them and nothing under the module's root is left. Skipped, with the reason,
-where no engine can be run (tests/sandbox/container_engine.py).
+where no engine can be run (tests/support/container_engine.py).
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from prorl_gym.sandbox import Sandbox, SandboxSpec, create_sandbox
 from prorl_gym.sandbox.backends.container.backend import SANDBOX_LABEL
 from prorl_gym.sandbox.backends.container.engine import Engine
 from prorl_gym.sandbox.backends.container.options import ContainerOptions
-from prorl_gym.sandbox.backends.registry import Backends
+from prorl_gym.sandbox.backends.instances import Backends
 from prorl_gym.sandbox.errors import SandboxKernelError
-from tests.sandbox.container_engine import engine_or_skip
 from tests.security.helpers import (
     _CREATED,
     LIMITS,
@@ -68,6 +67,7 @@ from tests.security.test_network import (  # noqa: F401 - collected by pytest fr
     test_connect_to_host_loopback_listener_fails,
     test_no_network_interfaces_routes_or_dns,
 )
+from tests.support.container_engine import engine_or_skip
 
 REPO = Path(__file__).resolve().parents[2]
 

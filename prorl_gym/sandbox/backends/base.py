@@ -13,7 +13,7 @@ What a backend can do beyond that is a capability it declares by implementing it
 callers check the capability (isinstance), never a backend's kind: HasHosts (a backend with hosts:
 their status, drain), KeepsWrites (a placement whose writes can become a template's files),
 RunsImages (options of a backend that runs images; kinds.py). The registry of kinds is
-kinds.py; the instances a server holds, registry.py.
+kinds.py; the instances a server holds, instances.py.
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def test_row_limits_override_the_servers(client):
 
 
 def test_an_answer_file_the_sandbox_cannot_deliver_is_an_infra_failure_not_a_zero(serve):
-    """The harness's own file shell stuck (here stopped from the agent's shell, as a fault would):
+    """The sandbox's own file shell stuck (here stopped from the agent's shell, as a fault would):
     the verifier could not look at the answer, so it may not score it. A FIFO for an answer, though,
     is the agent's doing: refused at once and scored 0."""
     client = serve(CodeResourcesServer, "code", domain="coding", eval=EVAL, sandbox={"file_timeout_s": 2.0})

@@ -14,7 +14,7 @@ from pydantic import TypeAdapter, ValidationError
 from prorl_gym.sandbox import SandboxError, SandboxSpec
 from prorl_gym.verify.pool import VerifierError
 from resources_servers.code.check import CodeLimits, CodeTests, extract_code, find_record, run_tests
-from resources_servers.code.harness.wire import Unsupported, decode, encode
+from resources_servers.code.sandbox_runner.wire import Unsupported, decode, encode
 
 TESTS = TypeAdapter(CodeTests)
 FAST = CodeLimits(per_test_timeout_s=2, total_timeout_s=20)
@@ -85,7 +85,7 @@ def test_a_huge_message_without_a_block_is_no_answer():
 
 
 def test_only_a_record_with_this_runs_nonce_counts():
-    fake = 'PRORL-CODE-RESULT {"nonce": "guess", "tests": [{"status": "passed"}], "harness_error": null}'
+    fake = 'PRORL-CODE-RESULT {"nonce": "guess", "tests": [{"status": "passed"}], "runner_error": null}'
     assert find_record(fake + "\nnoise\n", "the-real-nonce") is None
     real = fake.replace("guess", "the-real-nonce")
     assert find_record(f"{fake}\n{real}\n", "the-real-nonce")["nonce"] == "the-real-nonce"
@@ -219,7 +219,7 @@ async def test_printing_the_sample_output_does_not_pass_hidden_cases(base):
 async def test_a_forged_result_record_is_ignored(base):
     forge = (
         "import json, os\nRECORD = 'PRORL-CODE-RESULT ' + json.dumps({'nonce': 'x' * 32, 'tests': [{'status': 'passed'}] * 3,"
-        " 'harness_error': None})\ndef add(a, b):\n    for pid in os.listdir('/proc'):\n        try:\n"
+        " 'runner_error': None})\ndef add(a, b):\n    for pid in os.listdir('/proc'):\n        try:\n"
         "            with open(f'/proc/{pid}/fd/1', 'w') as tty:\n                tty.write('\\n' + RECORD + '\\n')\n"
         "        except OSError:\n            pass\n    print(RECORD)\n    return None\n"
     )
@@ -306,7 +306,7 @@ async def test_no_sandbox_is_an_error_not_a_score(base):
         await run(GOOD_ADD, ADD, broken)
 
 
-async def test_tests_the_harness_cannot_run_are_an_error_not_a_score(base):
+async def test_tests_the_runner_cannot_run_are_an_error_not_a_score(base):
     tests = TESTS.validate_python(
         {"kind": "functional", "entry_point": "f", "asserts": ["assert candidate(lambda: 1) == 1"]}
     )

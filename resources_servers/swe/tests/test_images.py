@@ -9,7 +9,7 @@ with the failing tests in `test_patch` (applied by the grader, never in the agen
 `environment` or `test_runner`: the grader takes both from the row as SWE-bench's harness does. The
 scripted policy applies the gold patch (1.0) or a patch that changes nothing the tests see (0.0).
 
-Skipped, with the reason, where no engine can be run (tests/sandbox/container_engine.py). `make test` builds
+Skipped, with the reason, where no engine can be run (tests/support/container_engine.py). `make test` builds
 the toolz image (SWE-Gym's naming); `make test-swe-full` adds a Django one (SWE-bench's naming, Django's runner).
 """
 
@@ -29,13 +29,13 @@ from prorl_gym.environments import environment
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.backends.container.engine import Engine
 from prorl_gym.sandbox.backends.container.options import ContainerOptions
-from prorl_gym.sandbox.backends.registry import Backends
+from prorl_gym.sandbox.backends.instances import Backends
 from prorl_gym.stack import Stack, collected_records
 from resources_servers.swe.data.images import image_name, task_image
 from resources_servers.swe.prompts import build_row
 from resources_servers.swe.repos import DEFAULT_ACTIVATE, stage_repo, task_spec
 from resources_servers.swe.runners import django_dotted, runner_for
-from tests.sandbox.container_engine import engine_or_skip
+from tests.support.container_engine import engine_or_skip
 
 SWE = environment("swe")
 TASKS = [json.loads(line) for line in (SWE.folder / "data" / "tasks.jsonl").read_text().splitlines()]

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from prorl_gym.testing import build_server
 from responses_api_agents.prorl_agent.app import ProRLAgent
-from responses_api_agents.prorl_agent.tests.fakes import FakeClient, FakeResponse, model_turns, resources
+from tests.support.fakes import FakeClient, FakeResponse, model_turns, resources
 
 ROW = {"responses_create_params": {"input": [{"role": "user", "content": "q"}]}, "expected_answer": "1"}
 

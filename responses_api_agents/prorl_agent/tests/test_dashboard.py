@@ -5,8 +5,8 @@
 import orjson
 from fastapi.testclient import TestClient
 
-from responses_api_agents.prorl_agent.tests.fakes import FakeClient, FakeResponse, model_turns, resources
 from responses_api_agents.prorl_agent.tests.test_app import ROW, build_agent
+from tests.support.fakes import FakeClient, FakeResponse, model_turns, resources
 
 
 def fake_peers() -> FakeClient:

@@ -21,9 +21,9 @@ from prorl_gym.capture import CaptureRecord, export, tree_from_export
 from prorl_gym.client import ProRLClient, agent_url
 from prorl_gym.environments import environment
 from prorl_gym.jsonl import read_jsonl
-from prorl_gym.pipeline.tokens import token_ids_contiguous
 from prorl_gym.stack import collected_records
 from prorl_gym.testing import built_harness_envs, harness_stack, traversable_dir
+from prorl_gym.tokens.contiguity import token_ids_contiguous
 from prorl_gym.tokens.template import text_of
 from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
 

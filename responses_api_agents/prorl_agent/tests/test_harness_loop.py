@@ -12,10 +12,10 @@ import aiohttp
 import pytest
 
 from prorl_gym.capture import CaptureGateway, CaptureRefused
+from prorl_gym.pipeline.loop import LoopLimits
 from prorl_gym.wire.failures import FailureType, RolloutFailure
 from responses_api_agents.prorl_agent.harness import HarnessExit, HarnessLoop, SandboxClosed
-from responses_api_agents.prorl_agent.loop import LoopLimits
-from responses_api_agents.prorl_agent.tests.fakes import FakeClient, FakeResponse
+from tests.support.fakes import FakeClient, FakeResponse
 
 USER = {"role": "user", "content": "fix it"}
 

@@ -12,11 +12,11 @@ from fastapi.testclient import TestClient
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from prorl_gym.pipeline.jobs import JOB_TASK_PREFIX
+from prorl_gym.jobs.manager import JOB_TASK_PREFIX
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.tracing import Tracing, TracingConfig
-from responses_api_agents.prorl_agent.tests.fakes import FakeClient, FakeResponse, model_turns, resources
 from responses_api_agents.prorl_agent.tests.test_app import ROW, build_agent
+from tests.support.fakes import FakeClient, FakeResponse, model_turns, resources
 
 NO_JOURNAL = {"journal": {"persist": False}}
 

@@ -12,8 +12,8 @@ from collections import Counter
 import httpx
 import pytest
 
-from prorl_gym.pipeline.tokens import token_ids_contiguous
 from prorl_gym.stack import free_port
+from prorl_gym.tokens.contiguity import token_ids_contiguous
 from prorl_gym.wire.failures import NO_ENDPOINT_ERROR
 from responses_api_models.balanced_vllm_model.tests.harness import ROWS, Policies, Rollout, serve_model
 

@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from prorl_gym.pipeline.tokens import token_ids_contiguous
+from prorl_gym.tokens.contiguity import token_ids_contiguous
 from prorl_gym.tokens.tokenizer import TokenizerNotFound, qwen3
 from responses_api_models.balanced_vllm_model.tests.harness import ROWS, Policies, Rollout, serve_model
 from responses_api_models.scripted_policy.real_tokens import DRIFT_CASES

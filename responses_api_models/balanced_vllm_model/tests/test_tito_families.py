@@ -232,7 +232,7 @@ def test_the_model_server_refuses_a_template_whose_bridge_differs(tmp_path):
 
 async def test_llama_through_the_model_server(tmp_path):
     """The real model server in tito against the scripted policy answering as vLLM serving Llama 3.x would."""
-    from prorl_gym.pipeline.tokens import token_ids_contiguous
+    from prorl_gym.tokens.contiguity import token_ids_contiguous
     from responses_api_models.balanced_vllm_model.tests.harness import ROWS, Policies, Rollout, serve_model
 
     policies = Policies(tmp_path)

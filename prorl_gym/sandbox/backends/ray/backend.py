@@ -4,7 +4,7 @@
 created whole there: an environment gets a RemoteSandbox with the same async API.
 
 An instance holds the hosts it started (one HostSet per distinct options: placer.py) until it is
-closed; a server holds one instance (backends/registry.py)."""
+closed; a server holds one instance (backends/instances.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import asyncio
 from typing import Any
 
 from prorl_gym.sandbox.backends.base import HasHosts, RemoteBackend
+from prorl_gym.sandbox.backends.instances import backend_class
 from prorl_gym.sandbox.backends.ray.options import RayOptions
 from prorl_gym.sandbox.backends.ray.placer import HostSet
 from prorl_gym.sandbox.backends.ray.sandbox import RemoteSandbox
-from prorl_gym.sandbox.backends.registry import backend_class
 from prorl_gym.sandbox.spec import SandboxSpec
 
 

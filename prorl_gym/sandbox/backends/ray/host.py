@@ -22,8 +22,8 @@ from typing import Any
 from prorl_gym.runtime.python import PythonResult
 from prorl_gym.runtime.shell import ShellResult
 from prorl_gym.runtime.zygote import KernelZygote, ZygoteConfig
+from prorl_gym.sandbox.backends.instances import Backends
 from prorl_gym.sandbox.backends.ray.stream import ToolStreamServer
-from prorl_gym.sandbox.backends.registry import Backends
 from prorl_gym.sandbox.errors import SandboxClosedError, SandboxForkError, SandboxStartError
 from prorl_gym.sandbox.fork import Template
 from prorl_gym.sandbox.reaper import reap_stale

@@ -22,7 +22,7 @@ import time
 import traceback
 from contextlib import contextmanager
 
-from procs import HarnessError, child_limits, describe, kill_descendants
+from procs import RunnerError, child_limits, describe, kill_descendants
 from wire import Unsupported, decode, dumps, encode
 
 MAX_REPLY = 64 << 20
@@ -54,7 +54,7 @@ def alarm(seconds: float):
 class Worker:
     def __init__(self, spec: dict):
         self.proc = subprocess.Popen(
-            [spec["python"], spec["harness_dir"] + "/worker.py", spec["solution_path"]],
+            [spec["python"], spec["runner_dir"] + "/worker.py", spec["solution_path"]],
             cwd=spec["workdir"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -94,7 +94,7 @@ class Worker:
         try:
             request = {"id": self.calls, "target": target, "args": encode(list(args)), "kwargs": encode(kwargs)}
         except Unsupported as exc:
-            raise HarnessError(f"a test passes a value the harness cannot send: {exc}") from None
+            raise RunnerError(f"a test passes a value the runner cannot send: {exc}") from None
         self.send(request)
         reply = self.receive()
         if reply.get("id") != self.calls:
@@ -192,7 +192,7 @@ def run_functional(spec: dict, budget, results: list[dict]) -> None:
         sources = spec.get("asserts") or ["check(candidate)"]
         tests = [(s, compile_trusted(s, f"<test {i}>")) for i, s in enumerate(sources)]
     except Exception as exc:  # noqa: BLE001 - the row's own code is broken
-        raise HarnessError(f"the tests do not load: {describe(exc)}") from None
+        raise RunnerError(f"the tests do not load: {describe(exc)}") from None
     try:
         for source, code in tests:
             timeout = budget.left(spec["per_test_timeout_s"])
@@ -224,7 +224,7 @@ def run_one(session: Session, code, source: str, namespace: dict, timeout: float
         return "error", str(exc)[:300]
     except AssertionError as exc:
         return "failed", f"assertion failed: {failing_line(exc) or source}"[:300]
-    except HarnessError:
+    except RunnerError:
         raise
     except Exception as exc:  # noqa: BLE001 - raised by the solution, or by a test on its value
         return "error", describe(exc)

@@ -18,8 +18,8 @@ PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 
-class HarnessError(BaseException):
-    """The harness itself cannot go on: an eval error, never a failed test."""
+class RunnerError(BaseException):
+    """The runner itself cannot go on: an eval error, never a failed test."""
 
 
 def harden() -> None:
@@ -29,7 +29,7 @@ def harden() -> None:
     for option in (PR_SET_DUMPABLE, PR_SET_CHILD_SUBREAPER):
         value = 0 if option == PR_SET_DUMPABLE else 1
         if libc.prctl(option, value, 0, 0, 0) != 0:
-            raise HarnessError(f"prctl({option}) failed: errno {ctypes.get_errno()}")
+            raise RunnerError(f"prctl({option}) failed: errno {ctypes.get_errno()}")
 
 
 def _table() -> dict[int, tuple[int, str]]:

@@ -6,9 +6,9 @@ import json
 import pytest
 from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
 
+from prorl_gym.pipeline.loop import AgentLoop, LoopLimits
 from prorl_gym.wire.failures import FailureType, RolloutFailure
-from responses_api_agents.prorl_agent.loop import AgentLoop, LoopLimits
-from responses_api_agents.prorl_agent.tests.fakes import TOOLS, FakeClient, FakeResponse, model_turns, resources
+from tests.support.fakes import TOOLS, FakeClient, FakeResponse, model_turns, resources
 
 
 def make_loop(client, **limits):

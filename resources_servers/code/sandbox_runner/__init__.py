@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""The test harness that runs INSIDE the eval sandbox (stdlib only, run by the sandbox's Python).
+"""The test runner that runs INSIDE the eval sandbox (stdlib only, run by the sandbox's Python).
 
 runner.py      trusted: reads the tests, runs them, prints the one result record
 procs.py       hardening, limits, killing what a solution leaves running
@@ -13,5 +13,5 @@ The server copies these files into each fresh eval sandbox (see resources_server
 
 from pathlib import Path
 
-HARNESS_DIR = Path(__file__).resolve().parent
+RUNNER_DIR = Path(__file__).resolve().parent
 FILES = ("runner.py", "procs.py", "stdio.py", "functional.py", "worker.py", "wire.py")

@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""The straggler control's rules (prorl_gym/pipeline/stragglers.py), on its own with set clocks: when a
+"""The straggler control's rules (prorl_gym/jobs/stragglers.py), on its own with set clocks: when a
 sample is a straggler (k x the p50 of its batch's RUN times, unfinished samples counted as longer, so
 known once half the started samples finished usable; timed from its RUN worker, never from its queue),
 what each policy does, what the export counts; the policy's unused capacity. (On a real stack, with the generation aborted at the policy:
@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from prorl_gym.pipeline.groups import groups_of
-from prorl_gym.pipeline.stragglers import PolicyActivity, StragglerControl
+from prorl_gym.jobs.groups import groups_of
+from prorl_gym.jobs.stragglers import PolicyActivity, StragglerControl
 from prorl_gym.wire.jobs import Stragglers
 from prorl_gym.wire.records import RolloutRecord
 

@@ -9,7 +9,7 @@ to other processes and ends the file shell that wrote it, all before any solutio
 runs. Then runs every test (stdio.py, functional.py) and, only after the last one and
 after killing whatever the solution left running, prints ONE record:
 
-    PRORL-CODE-RESULT {"nonce": ..., "tests": [{"status", "detail", "seconds"}], "harness_error": ...}
+    PRORL-CODE-RESULT {"nonce": ..., "tests": [{"status", "detail", "seconds"}], "runner_error": ...}
 
 The nonce is the proof: the solution never sees it, so exiting early (sys.exit(0),
 os._exit(0)), killing the runner or printing a fake record all leave no valid record,
@@ -22,7 +22,7 @@ import sys
 import time
 import traceback
 
-# Import everything now, then forget the harness directory: the solution can write there,
+# Import everything now, then forget the runner directory: the solution can write there,
 # and a module it plants must never be imported into this trusted process later.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from functional import run_functional
@@ -68,15 +68,15 @@ def main() -> None:
     with open(path) as f:
         spec = json.load(f)
     os.unlink(path)
-    record = {"nonce": spec["nonce"], "tests": [], "harness_error": None}
+    record = {"nonce": spec["nonce"], "tests": [], "runner_error": None}
     try:
         harden()
         if spec["own_pid_namespace"]:
             kill_strangers()
         run = run_stdio if spec["kind"] == "stdio" else run_functional
         run(spec, Budget(spec["total_timeout_s"], spec["max_timeouts"]), record["tests"])
-    except BaseException as exc:  # noqa: BLE001 - reported as a harness error, never as a result
-        record["harness_error"] = describe(exc) + "\n" + traceback.format_exc()[-1500:]
+    except BaseException as exc:  # noqa: BLE001 - reported as a runner error, never as a result
+        record["runner_error"] = describe(exc) + "\n" + traceback.format_exc()[-1500:]
     kill_descendants()  # nothing of the solution may outlive the tests, or see the record
     sys.stdout.write(f"\n{MARKER} {json.dumps(record)}\n")
     sys.stdout.flush()

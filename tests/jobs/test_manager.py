@@ -13,9 +13,9 @@ import json
 
 import pytest
 
-from prorl_gym.pipeline.admission import JobError
-from prorl_gym.pipeline.jobs import JobManager
-from prorl_gym.pipeline.journal import Journal, JournalInUse
+from prorl_gym.jobs.admission import JobError
+from prorl_gym.jobs.journal import Journal, JournalInUse
+from prorl_gym.jobs.manager import JobManager
 from prorl_gym.wire.jobs import JobLimits, SubmitRequest
 from prorl_gym.wire.records import RolloutRecord
 

@@ -30,13 +30,13 @@ from typing import Any, Literal, NamedTuple
 
 import orjson
 
-from prorl_gym.pipeline.admission import LISTED, Admission, JobError, admit, check_bounds
-from prorl_gym.pipeline.aggregate import percentile
-from prorl_gym.pipeline.branch import BranchError, branch_row
-from prorl_gym.pipeline.groups import Group, groups_of
-from prorl_gym.pipeline.journal import Journal, StreamOffset
+from prorl_gym.jobs.admission import LISTED, Admission, JobError, admit, check_bounds
+from prorl_gym.jobs.aggregate import percentile
+from prorl_gym.jobs.branch import BranchError, branch_row
+from prorl_gym.jobs.groups import Group, groups_of
+from prorl_gym.jobs.journal import Journal, StreamOffset
+from prorl_gym.jobs.stragglers import Action, StragglerControl
 from prorl_gym.pipeline.stages import RUN_CLOCK
-from prorl_gym.pipeline.stragglers import Action, StragglerControl
 from prorl_gym.wire.failures import Failure, FailureType
 from prorl_gym.wire.jobs import (
     Batch,

@@ -35,9 +35,11 @@ from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNo
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from prorl_gym.config import StrictConfig
+from prorl_gym.pipeline.loop import AgentLoop, LoopLimits
 from prorl_gym.pipeline.policy import PolicyGate
+from prorl_gym.pipeline.recovery import Part, PartGone, PolicyDown, Recovery, part_of
 from prorl_gym.pipeline.stages import StagePool
-from prorl_gym.pipeline.tokens import token_ids_contiguous
+from prorl_gym.tokens.contiguity import token_ids_contiguous
 from prorl_gym.tokens.template import text_of
 from prorl_gym.wire.failures import Failure, FailureType, RolloutFailure, Stage
 from prorl_gym.wire.items import without_token_ids
@@ -51,8 +53,6 @@ from prorl_gym.wire.records import (
     failed_record,
 )
 from prorl_gym.wire.resources import SANDBOX_LOST_ERROR, SNAPSHOT_KEY, ToolsResponse
-from responses_api_agents.prorl_agent.loop import AgentLoop, LoopLimits
-from responses_api_agents.prorl_agent.recovery import Part, PartGone, PolicyDown, Recovery, part_of
 
 log = logging.getLogger(__name__)
 

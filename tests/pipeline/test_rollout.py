@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from nemo_gym.openai_utils import NeMoGymResponseCreateParamsNonStreaming
 
+from prorl_gym.pipeline.rollout import _task_text
 from prorl_gym.wire.failures import FailureType, RolloutFailure
-from responses_api_agents.prorl_agent.rollout import _task_text
 
 
 def params(input_) -> NeMoGymResponseCreateParamsNonStreaming:

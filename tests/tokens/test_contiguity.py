@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-from prorl_gym.pipeline.tokens import token_ids_contiguous
+from prorl_gym.tokens.contiguity import token_ids_contiguous
 
 
 def item(prompt, generation):
