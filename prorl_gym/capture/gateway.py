@@ -18,13 +18,11 @@ produced, and a call that extends an earlier one is sent with those ids (traject
 
 from __future__ import annotations
 
-import asyncio
 import secrets
 import time
 from collections import OrderedDict
 from typing import Any
 
-import aiohttp
 import orjson
 from fastapi import APIRouter, Body, HTTPException, Request, Response
 from fastapi.responses import StreamingResponse
@@ -32,6 +30,7 @@ from nemo_gym.rollout_correlation import current_rollout_id, rollout_context
 
 from prorl_gym.capture.protocols import CHAT, PROTOCOLS, InvalidCall, WireProtocol
 from prorl_gym.capture.trajectory import CaptureLimits, CaptureRecord, CaptureRefused, Trajectory
+from prorl_gym.pipeline.peers import PeerUnreachable, exchange
 from prorl_gym.pipeline.policy import PolicyGate
 
 ENDED_KEPT = 10_000  # ended captures remembered, so a late call is told 410 rather than 404
@@ -96,28 +95,28 @@ class CaptureGateway:
 
         async def send():
             with rollout_context(rollout_id):
-                async with asyncio.timeout(self.call_timeout_s):
-                    response = await self.client.post(
-                        server_name=self.model_server, url_path="/v1/chat/completions", json=forwarded, cookies=cookies
-                    )
-                    return response, await response.read()
+                path = "/v1/chat/completions"
+                return await exchange(
+                    self.client, "post", self.model_server, path, forwarded, cookies, self.call_timeout_s
+                )
 
         try:  # held while the trainer has generation paused (pipeline/policy.py): outside the timeout
-            (response, payload), version = await self.gate.call(send) if self.gate else (await send(), None)
+            reply, version = await self.gate.call(send) if self.gate else (await send(), None)
         except TimeoutError:
             trajectory.policy_errors.append(f"the policy did not answer within {self.call_timeout_s:g}s")
             raise CaptureRefused(trajectory.policy_errors[-1], 504) from None
-        except aiohttp.ClientError as exc:
-            trajectory.policy_errors.append(f"the model server is unreachable: {exc!r}")
+        except PeerUnreachable as exc:
+            trajectory.policy_errors.append(f"the model server is unreachable: {exc.reason}")
             raise CaptureRefused(trajectory.policy_errors[-1], 502) from exc
-        cookies.update({name: morsel.value for name, morsel in response.cookies.items()})
+        cookies.update(reply.cookies)
+        payload = reply.payload
         try:
             answer = orjson.loads(payload)
         except orjson.JSONDecodeError:
             answer = {"error": {"message": payload[:2000].decode(errors="replace"), "type": "model_server_error"}}
-        if response.status != 200:
-            trajectory.policy_errors.append(f"model server returned {response.status}: {payload[:1000]!r}")
-            return response.status, answer
+        if reply.status != 200:
+            trajectory.policy_errors.append(f"model server returned {reply.status}: {payload[:1000]!r}")
+            return reply.status, answer
         if key not in self._open:  # ended while the call ran: the rollout is over, its answer is dropped
             raise CaptureRefused("this rollout ended while the call ran", 410)
         return 200, trajectory.add(forwarded, extends, answer, time.perf_counter() - started, protocol, version)

@@ -38,6 +38,7 @@ from prorl_gym.dashboard.index import Query as Search
 from prorl_gym.dashboard.index import RecentRuns, RolloutIndex, turns
 from prorl_gym.dashboard.live import LiveCounters, Series
 from prorl_gym.jobs.manager import JobManager
+from prorl_gym.pipeline.peers import PeerUnreachable, exchange
 from prorl_gym.wire.records import RolloutRecord
 
 STATIC = Path(__file__).parent / "static"
@@ -164,8 +165,11 @@ class Dashboard:
             self._allowed(request)
             if self.peers is None or self.resources_server is None:
                 raise HTTPException(404, "this agent has no resources server to drain")
-            response = await self.peers.post(self.resources_server, "/hosts/drain", json=body.model_dump())
-            return Response(await response.read(), status_code=response.status, media_type="application/json")
+            try:
+                answer = await exchange(self.peers, "post", self.resources_server, "/hosts/drain", body.model_dump())
+            except PeerUnreachable as exc:
+                raise HTTPException(502, str(exc)) from None
+            return Response(answer.payload, status_code=answer.status, media_type="application/json")
 
     def _allowed(self, request: Request) -> None:
         if not self.config.actions:
@@ -227,11 +231,10 @@ class Dashboard:
         """Per policy endpoint: mean seconds of its successful calls, since the start and since the last
         look (from the model server's own Prometheus histogram; {} if it has none)."""
         try:
-            async with asyncio.timeout(PEER_TIMEOUT_S):
-                response = await self.peers.get(self.model_server, "/metrics")
-                text = (await response.read()).decode(errors="replace") if response.status == 200 else ""
+            answer = await exchange(self.peers, "get", self.model_server, "/metrics", timeout=PEER_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - latency is a nicety: the endpoints are listed without it
             return {}
+        text = answer.payload.decode(errors="replace") if answer.status == 200 else ""
         totals: dict[str, list[float]] = {}
         for line in text.splitlines():
             if (match := POLICY_CALLS.match(line)) is not None:
@@ -252,14 +255,12 @@ class Dashboard:
         if self.peers is None or server is None:
             return None
         try:
-            async with asyncio.timeout(PEER_TIMEOUT_S):
-                response = await self.peers.get(server, path)
-                payload = await response.read()
+            reply = await exchange(self.peers, "get", server, path, timeout=PEER_TIMEOUT_S)
         except Exception as exc:  # noqa: BLE001 - the page says it could not be read, and why
             return {"error": f"{server}{path}: {exc!r}"}
-        if response.status != 200:
-            return {"error": f"{server}{path} answered {response.status}"} if response.status != 404 else None
-        answer = orjson.loads(payload)
+        if reply.status != 200:
+            return {"error": f"{server}{path} answered {reply.status}"} if reply.status != 404 else None
+        answer = orjson.loads(reply.payload)
         if which == "model" and isinstance(answer.get("endpoints"), list):
             latency = await self._endpoint_latency()
             for endpoint in answer["endpoints"]:

@@ -11,18 +11,17 @@ message it can recover from, and is counted.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-import aiohttp
 from nemo_gym.openai_utils import NeMoGymFunctionCallOutput, NeMoGymResponse
 from nemo_gym.server_utils import ServerClient
 from pydantic import BaseModel, ValidationError
 
 from prorl_gym.config import StrictConfig
+from prorl_gym.pipeline.peers import PeerUnreachable, error_detail, error_type, exchange
 from prorl_gym.pipeline.policy import PolicyGate
 from prorl_gym.wire.failures import NO_ENDPOINT_ERROR, FailureType, RolloutFailure, Stage
 from prorl_gym.wire.items import TOKEN_FIELDS, parse_response, without_token_ids
@@ -38,22 +37,6 @@ INCOMPATIBLE = 501
 REFUSED = (400, 413, 422)
 # The model server's answer when the rollout's endpoint died (or none is left): the infrastructure's.
 ENDPOINT_DIED = 503
-
-
-def _detail_type(payload: bytes) -> str | None:
-    """The `detail.type` of an error answer that has one."""
-    try:
-        detail = json.loads(payload).get("detail")
-    except (ValueError, AttributeError):
-        return None
-    return detail.get("type") if isinstance(detail, dict) else None
-
-
-def _detail(payload: bytes) -> str:
-    try:
-        return str(json.loads(payload).get("detail"))[:1000]
-    except (ValueError, AttributeError):
-        return payload[:1000].decode(errors="replace")
 
 
 # What a turn's output item carries for training (vllm_model's *ForTraining items), on its last item.
@@ -208,14 +191,14 @@ class AgentLoop:
         if version is not None:
             self.stats.policy_versions.append(version)
         if status == INCOMPATIBLE:  # the endpoint cannot serve this call: asking again costs, and changes nothing
-            message = f"the policy endpoint cannot serve this call: {_detail(payload)}"
+            message = f"the policy endpoint cannot serve this call: {str(error_detail(payload))[:1000]}"
             raise RolloutFailure(Stage.RUN, FailureType.POLICY_INCOMPATIBLE, message, infra=False)
         if status != 200:
             message = f"model server returned {status}: {payload[:1000]!r}"
             # A request the endpoint refused (400, 413, 422) is refused again: not worth another attempt.
             infra = status == ENDPOINT_DIED or (infra and status not in REFUSED)
             # No endpoint could take the rollout's first call: nothing ran, so it costs no attempt.
-            refused = not self.outputs and status == ENDPOINT_DIED and _detail_type(payload) == NO_ENDPOINT_ERROR
+            refused = not self.outputs and status == ENDPOINT_DIED and error_type(payload) == NO_ENDPOINT_ERROR
             raise RolloutFailure(Stage.RUN, FailureType.POLICY_ERROR, message, infra, refused=refused)
         self.model_cookies |= cookies
         try:
@@ -260,8 +243,8 @@ class AgentLoop:
         self.stats.tools_s += time.perf_counter() - started
         self.resources_cookies |= cookies
         if status == 422:  # the arguments did not match the tool's schema
-            detail = json.loads(payload).get("detail", payload.decode(errors="replace"))
-            return self._tool_error(call, f"invalid arguments for {call.name!r}: {json.dumps(detail)[:1000]}")
+            detail = json.dumps(error_detail(payload))[:1000]
+            return self._tool_error(call, f"invalid arguments for {call.name!r}: {detail}")
         if status in LOST_SANDBOX:  # its server restarted, or the sandbox died: the rollout cannot go on
             message = f"tool {call.name!r}: the sandbox is lost ({status}): {payload[:1000]!r}"
             raise RolloutFailure(Stage.RUN, FailureType.SANDBOX_LOST, message, infra=True)
@@ -299,13 +282,11 @@ class AgentLoop:
         (infrastructure's if `infra`; an unreachable peer also if `unreachable_infra`; a peer that
         refused the connection, so nothing was sent, is a refusal if `refusable`)."""
         try:
-            async with asyncio.timeout(timeout):
-                response = await self.client.post(server_name=server, url_path=path, json=body, cookies=cookies)
-                payload = await response.read()
+            answer = await exchange(self.client, "post", server, path, body, cookies, timeout)
         except TimeoutError:
             raise RolloutFailure(Stage.RUN, failure, f"{what} did not answer within {timeout:g}s", infra) from None
-        except aiohttp.ClientError as exc:
-            message = f"{what} is unreachable: {exc!r}"
-            refused = refusable and isinstance(exc, aiohttp.ClientConnectorError)
+        except PeerUnreachable as exc:
+            message = f"{what} is unreachable: {exc.reason}"
+            refused = refusable and exc.refused
             raise RolloutFailure(Stage.RUN, failure, message, infra or unreachable_infra, refused=refused) from exc
-        return response.status, payload, {name: morsel.value for name, morsel in response.cookies.items()}
+        return answer.status, answer.payload, answer.cookies

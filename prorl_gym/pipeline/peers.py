@@ -13,10 +13,16 @@ prefix where ServerClient.request would send it (NeMo Gym 0.7: the model server'
 when observability or training-token capture is on, with capture's own segment for the latter; every
 route of a resources server when observability is on), so NeMo Gym's capture and observability
 attribute it to its rollout.
+
+`exchange` is the one way a part of the agent calls a peer: the answer read whole (status, body,
+cookies) or a typed error (TimeoutError past its time, PeerUnreachable when no answer could come);
+`error_type` and `error_detail` are the one reader of an error answer's body, whichever server wrote it.
 """
 
 from __future__ import annotations
 
+import asyncio
+from dataclasses import dataclass
 from http.cookies import SimpleCookie
 from typing import Any
 
@@ -27,6 +33,8 @@ from nemo_gym.global_config import OBSERVABILITY_ENABLED_KEY_NAME, get_first_ser
 from nemo_gym.rollout_correlation import current_rollout_id
 from nemo_gym.server_utils import ServerClient, rollout_path_prefix
 from pydantic import BaseModel
+
+from prorl_gym.errors import ProrlError
 
 CONNECT_TIMEOUT_S = 5.0
 GENERATIONS = frozenset({"/v1/responses", "/v1/chat/completions", "/v1/messages"})  # what NeMo Gym attributes
@@ -109,3 +117,69 @@ def cookie_header(cookies: dict[str, str]) -> str:
     for name, value in cookies.items():
         jar[name] = value
     return "; ".join(morsel.OutputString() for morsel in jar.values())
+
+
+class PeerUnreachable(ProrlError):
+    """No answer could come: the connection failed or broke (aiohttp.ClientError). `refused`: the peer
+    never accepted the connection, so nothing was sent (a call that cannot have had an effect)."""
+
+    def __init__(self, server_name: str, error: Exception):
+        self.reason = repr(error)
+        self.refused = isinstance(error, aiohttp.ClientConnectorError)
+        super().__init__(f"{server_name} is unreachable: {self.reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class PeerAnswer:
+    status: int
+    payload: bytes
+    cookies: dict[str, str]  # what the peer set (a session's cookies, to send back with its next call)
+
+
+async def exchange(
+    client: Any,
+    method: str,
+    server_name: str,
+    url_path: str,
+    json: Any = None,
+    cookies: dict | None = None,
+    timeout: float | None = None,
+) -> PeerAnswer:
+    """One call to a peer, read whole within `timeout` (None: the caller bounds it). `client`: a PeerClient,
+    or anything with its .post/.get (NeMo Gym's ServerClient, a test's stand-in)."""
+    try:
+        async with asyncio.timeout(timeout):
+            if method == "get":
+                response = await client.get(server_name=server_name, url_path=url_path, cookies=cookies)
+            else:
+                response = await client.post(server_name=server_name, url_path=url_path, json=json, cookies=cookies)
+            payload = await response.read()
+    except aiohttp.ClientError as exc:
+        raise PeerUnreachable(server_name, exc) from exc
+    return PeerAnswer(response.status, payload, {name: morsel.value for name, morsel in response.cookies.items()})
+
+
+def _error_body(payload: bytes) -> Any:
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def error_detail(payload: bytes) -> Any:
+    """What an error answer says: FastAPI's `detail` or our servers' `error` where the body is a JSON
+    object with one, else the body as text (a proxy's HTML page, a truncated body)."""
+    body = _error_body(payload)
+    if isinstance(body, dict):
+        for key in ("detail", "error"):
+            if key in body:
+                return body[key]
+    return payload.decode(errors="replace") if body is None else body
+
+
+def error_type(payload: bytes) -> str | None:
+    """The `type` of an error answer that has one: `error.type` (a resources server's, the supervisor's)
+    or `detail.type` (a model server's HTTPException)."""
+    detail = error_detail(payload)
+    kind = detail.get("type") if isinstance(detail, dict) else None
+    return kind if isinstance(kind, str) else None

@@ -22,8 +22,7 @@ from collections.abc import Callable
 from enum import StrEnum
 from typing import Any
 
-import aiohttp
-
+from prorl_gym.pipeline.peers import PeerUnreachable, error_type, exchange
 from prorl_gym.supervise import GAVE_UP_ERROR
 from prorl_gym.wire.failures import Failure, FailureType
 
@@ -76,20 +75,18 @@ class Recovery:
 
     async def healthy(self, part: Part) -> bool:
         path = "/status" if part == Part.RESOURCES else "/endpoints"
+        server = self.peers.resources_server if part == Part.RESOURCES else self.peers.model_server
         try:
-            async with asyncio.timeout(CHECK_TIMEOUT_S):
-                server = self.peers.resources_server if part == Part.RESOURCES else self.peers.model_server
-                response = await self.peers.client.get(server_name=server, url_path=path)
-                payload = await response.read()
-        except (TimeoutError, aiohttp.ClientError, OSError):
+            answer = await exchange(self.peers.client, "get", server, path, timeout=CHECK_TIMEOUT_S)
+        except (TimeoutError, PeerUnreachable, OSError):
             return False  # not answering (yet): a supervised server is coming back
-        if response.status == 503 and _error_type(payload) == GAVE_UP_ERROR:
-            raise PartGone(f"the {part.value} is down for good: {payload[:300].decode(errors='replace')}")
-        if response.status == 404:  # not one of ours (no /status, no /endpoints): answering is all we can tell
+        if answer.status == 503 and error_type(answer.payload) == GAVE_UP_ERROR:
+            raise PartGone(f"the {part.value} is down for good: {answer.payload[:300].decode(errors='replace')}")
+        if answer.status == 404:  # not one of ours (no /status, no /endpoints): answering is all we can tell
             return True
-        if response.status != 200:
+        if answer.status != 200:
             return False
-        return _ready(part, json.loads(payload))
+        return _ready(part, json.loads(answer.payload))
 
 
 def _ready(part: Part, status: dict) -> bool:
@@ -99,11 +96,3 @@ def _ready(part: Part, status: dict) -> bool:
         return any(e.get("healthy") and not e.get("failures") for e in status.get("endpoints", []))
     hosts = status.get("hosts") or []
     return not hosts or any(h.get("healthy") and not h.get("draining") for h in hosts)
-
-
-def _error_type(payload: bytes) -> str | None:
-    try:
-        error = json.loads(payload).get("error")
-    except (ValueError, AttributeError):
-        return None
-    return error.get("type") if isinstance(error, dict) else None

@@ -29,13 +29,13 @@ from contextlib import nullcontext, suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import aiohttp
 from nemo_gym.base_resources_server import BaseRunRequest
 from nemo_gym.openai_utils import NeMoGymResponse, NeMoGymResponseCreateParamsNonStreaming
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from prorl_gym.config import StrictConfig
 from prorl_gym.pipeline.loop import AgentLoop, LoopLimits
+from prorl_gym.pipeline.peers import PeerUnreachable, error_type, exchange
 from prorl_gym.pipeline.policy import PolicyGate
 from prorl_gym.pipeline.recovery import Part, PartGone, PolicyDown, Recovery, part_of
 from prorl_gym.pipeline.stages import StagePool
@@ -55,14 +55,6 @@ from prorl_gym.wire.records import (
 from prorl_gym.wire.resources import SANDBOX_LOST_ERROR, SNAPSHOT_KEY, ToolsResponse
 
 log = logging.getLogger(__name__)
-
-
-def _error_type(payload: bytes) -> str | None:
-    """The `error.type` of a resources server's error response, if it is one."""
-    try:
-        return json.loads(payload)["error"]["type"]
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 class RunRequest(BaseRunRequest):
@@ -247,7 +239,7 @@ class RolloutPipeline:
         if status != 200:
             # 503: the sandbox could not start or was lost (infrastructure); 4xx: the row; 500: staging failed
             message = f"seed_session returned {status}: {payload[:1500]!r}"
-            lost = status == 503 and _error_type(payload) == SANDBOX_LOST_ERROR
+            lost = status == 503 and error_type(payload) == SANDBOX_LOST_ERROR
             kind = FailureType.SANDBOX_LOST if lost else FailureType.INIT_ERROR
             raise RolloutFailure(Stage.INIT, kind, message, infra=status == 503)
         answer = json.loads(payload) if payload else {}
@@ -256,16 +248,20 @@ class RolloutPipeline:
     async def row_problems(self, rows: list[dict]) -> list[dict]:
         """The rows the environment's own row model refuses, as [{index, error}] (the job API's check at
         submission). A server without /check_rows (NeMo Gym's own) has no model to check against: none."""
-        async with asyncio.timeout(self.release_timeout_s):
-            response = await self.peers.client.post(
-                server_name=self.peers.resources_server, url_path="/check_rows", json={"rows": rows}
-            )
-            payload = await response.read()
-        if response.status == 404:
+        answer = await exchange(
+            self.peers.client,
+            "post",
+            self.peers.resources_server,
+            "/check_rows",
+            {"rows": rows},
+            None,
+            self.release_timeout_s,
+        )
+        if answer.status == 404:
             return []
-        if response.status != 200:
-            raise RuntimeError(f"/check_rows returned {response.status}: {payload[:300]!r}")
-        return json.loads(payload)["problems"]
+        if answer.status != 200:
+            raise RuntimeError(f"/check_rows returned {answer.status}: {answer.payload[:300]!r}")
+        return json.loads(answer.payload)["problems"]
 
     async def tool_list(self) -> ToolsResponse:
         """The resources server's tools (our servers are the one home of their tool definitions). A server
@@ -362,17 +358,15 @@ class RolloutPipeline:
     ) -> tuple[int, bytes]:
         """A call to the resources server; its session cookies are kept; unreachable is an infra failure."""
         try:
-            send = getattr(self.peers.client, method)
-            kwargs = {"cookies": cookies} if method == "get" else {"json": body, "cookies": cookies}
-            response = await send(server_name=self.peers.resources_server, url_path=path, **kwargs)
-            payload = await response.read()
-        except aiohttp.ClientError as exc:
+            answer = await exchange(self.peers.client, method, self.peers.resources_server, path, body, cookies)
+        except PeerUnreachable as exc:
             # A refused connection at INIT: no sandbox was started, so nothing ran (no attempt used up).
-            refused = stage == Stage.INIT and isinstance(exc, aiohttp.ClientConnectorError)
-            message = f"the resources server is unreachable: {exc!r}"
-            raise RolloutFailure(stage, kind, message, infra=True, refused=refused) from exc
-        cookies.update({name: morsel.value for name, morsel in response.cookies.items()})
-        return response.status, payload
+            message = f"the resources server is unreachable: {exc.reason}"
+            raise RolloutFailure(
+                stage, kind, message, infra=True, refused=stage == Stage.INIT and exc.refused
+            ) from exc
+        cookies.update(answer.cookies)
+        return answer.status, answer.payload
 
     async def _release(self, cookies: dict) -> None:
         await self._release_what("/release", {}, cookies, "the sandbox")

@@ -69,6 +69,17 @@ async def test_malformed_calls_go_back_to_the_policy_and_are_counted(client):
     assert loop.stats.malformed_tool_calls == 4
 
 
+async def test_a_422_whose_body_is_not_json_is_still_a_tool_error_for_the_policy(client):
+    """A proxy's or a foreign server's 422 page (not JSON): the call goes back to the policy with the page's
+    text, as a JSON 422 does; the rollout goes on."""
+    client.route("env", "/bash", lambda body: FakeResponse(422, b"<html>unprocessable</html>"))
+    client.route("model", "/v1/responses", model_turns(("calls", [("bash", '{"cmd": "ls"}')]), ("text", "done")))
+    loop = make_loop(client)
+    assert await loop.run() == "answered"
+    error = next(o.output for o in loop.outputs if o.type == "function_call_output")
+    assert error.startswith("Error: invalid arguments for 'bash'") and "<html>unprocessable</html>" in error
+
+
 async def test_turn_limit_ends_the_loop_gracefully(client):
     client.route("model", "/v1/responses", model_turns(("calls", [("bash", '{"command": "ls"}')])))
     loop = make_loop(client, max_turns=3)
