@@ -89,7 +89,7 @@ def test_token_ids_from_an_endpoint_without_them_name_the_switch(endpoints):
 
 
 def test_make_eval_with_a_wrong_url_fails_at_once_and_starts_nothing(tmp_path):
-    """The README's case: a typo in the policy URL. Nothing listens there; the command says so and exits 2
+    """docs/service.md's case ("Checked before anything starts"): a typo in the policy URL. Nothing listens there; the command says so and exits 2
     before any process of a stack exists (its log directory is never made)."""
     url = f"http://127.0.0.1:{free_port()}/v1"
     out = tmp_path / "eval"

@@ -42,7 +42,7 @@ class LocalModel:
     # GGUF metadata keys and the values they must have; for an array, its length (tokenizer.ggml.tokens)
     metadata: dict[str, Any]
     template_has: tuple[str, ...]  # what its chat template must contain (its tool-call format)
-    provenance: str  # said when fetching, and in the README
+    provenance: str  # said when fetching, and in docs/real_model.md
     # The policy model server's settings for it (balanced_vllm_model: token-in/token-out on llama.cpp).
     model_server: dict[str, Any] = field(default_factory=dict)
 

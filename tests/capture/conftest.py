@@ -1,6 +1,6 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""One capture stack for every test of this folder that asks for it (servers.py)."""
+"""One capture stack for every test of this folder that asks for it (tests/support/capture_servers.py)."""
 
 from __future__ import annotations
 
