@@ -273,9 +273,29 @@ def plan_canaries(
     found = {t: src.locate(tid) for t, tid in parsed.items() if tid is not None}
     plan.static_xfail = {t for t, where in found.items() if where and xfail_marked(src, where)}
     names = _Names(src, {tid.name for tid in parsed.values() if tid}, rng)
-    renames: dict[str, dict[int, tuple[str, str]]] = {}  # path -> line index -> (old name, new name)
-    new_names: dict[tuple[str, int], str] = {}  # (path, line of the def) -> its new name
+    renames = _rename_graded(src, plan, graded, parsed, found, names, format_id)
+    _keep_strays(plan, parsed, renames)
+    calls = _follow_calls(src, plan, renames, parse)
+    make = lambda tid, name: format_id(TestId(tid.file, tid.owners, name, tid.params))  # noqa: E731
+    inserts = plan_controls(src.lines, plan, f2p, graded, parsed, found, names.new, make, rng)
+    for path in renames.keys() | inserts.keys() | calls.keys():
+        plan.sources[path] = _rewritten(src, plan, path, renames.get(path, {}), inserts, calls.get(path, []))
+    return plan
 
+
+def _rename_graded(
+    src: _Sources,
+    plan: CanaryPlan,
+    graded: list[str],
+    parsed: dict[str, TestId | None],
+    found: dict[str, _Found | None],
+    names: _Names,
+    format_id: Callable[[TestId], str],
+) -> dict[str, dict[int, tuple[str, str]]]:
+    """A new name for the def of each graded test (plan.renamed; plan.uncovered where none can be given):
+    path -> line index -> (old name, new name)."""
+    renames: dict[str, dict[int, tuple[str, str]]] = {}
+    new_names: dict[tuple[str, int], str] = {}  # (path, line of the def) -> its new name
     for t in graded:
         where, tid = found.get(t), parsed.get(t)
         if where is None or tid is None:
@@ -297,17 +317,32 @@ def plan_canaries(
                 continue
             renames.setdefault(where.path, {})[where.node.lineno - 1] = (where.node.name, new_names[key])
         plan.renamed[t] = format_id(TestId(tid.file, tid.owners, new_names[key], tid.params))
-    # A def renamed for one id must not leave another id naming it unresolved (imported under another
-    # name, made by a factory): such defs keep their names, and every id naming them runs as it is.
+    return renames
+
+
+def _keep_strays(
+    plan: CanaryPlan, parsed: dict[str, TestId | None], renames: dict[str, dict[int, tuple[str, str]]]
+) -> None:
+    """A def renamed for one id must not leave another id naming it unresolved (imported under another
+    name, made by a factory): such defs keep their names, and every id naming them runs as it is."""
     while stray := {parsed[t].name for t in plan.uncovered if parsed.get(t)} & {o for o, _ in _all(renames)}:
         for t in [t for t in plan.renamed if parsed[t].name in stray]:
             del plan.renamed[t]
             plan.uncovered.append(t)
         for path in renames:
             renames[path] = {i: (o, n) for i, (o, n) in renames[path].items() if o not in stray}
-    # A renamed test that other code calls by name (`test_helper(...)`, `self.test_x()`) has those calls
-    # renamed with it, when they are plain loads of a name defined once; otherwise it keeps its name.
-    calls: dict[str, list[tuple[int, int, int, str]]] = {}  # path -> (line index, start, end, new name)
+
+
+def _follow_calls(
+    src: _Sources,
+    plan: CanaryPlan,
+    renames: dict[str, dict[int, tuple[str, str]]],
+    parse: Callable[[str], TestId | None],
+) -> dict[str, list[tuple[int, int, int, str]]]:
+    """A renamed test that other code calls by name (`test_helper(...)`, `self.test_x()`) has those calls
+    renamed with it, when they are plain loads of a name defined once; otherwise it keeps its name.
+    path -> (line index, start, end, new name) of each call to rename."""
+    calls: dict[str, list[tuple[int, int, int, str]]] = {}
     for path in list(renames):
         for index, (old, new) in list(renames[path].items()):
             uses = _uses(src, old)
@@ -319,25 +354,32 @@ def plan_canaries(
                 continue
             for use_path, line, start, end in uses:
                 calls.setdefault(use_path, []).append((line, start, end, new))
-    make = lambda tid, name: format_id(TestId(tid.file, tid.owners, name, tid.params))  # noqa: E731
-    inserts = plan_controls(src.lines, plan, f2p, graded, parsed, found, names.new, make, rng)
-    for path in renames.keys() | inserts.keys() | calls.keys():
-        lines = list(src.lines[path])
-        for line, start, end, new in sorted(calls.get(path, []), reverse=True):
-            lines[line] = lines[line][:start] + new + lines[line][end:]
-        for index, (old, new) in renames.get(path, {}).items():
-            lines[index] = renamed(lines[index], old, new)
-        text = _inserted(lines, inserts.get(path, {}))
-        try:
-            ast.parse(text)
-        except SyntaxError:  # a control that does not fit this file (never seen): the renames alone
-            text = _inserted(lines, {})
-            gone = {
-                m.group(1) for texts in inserts[path].values() for m in re.finditer(r"\bdef\s+(\w+)", "".join(texts))
-            }
-            plan.controls = {c: t for c, t in plan.controls.items() if _name_of(c) not in gone}
-        plan.sources[path] = text
-    return plan
+    return calls
+
+
+def _rewritten(
+    src: _Sources,
+    plan: CanaryPlan,
+    path: str,
+    renames: dict[int, tuple[str, str]],
+    inserts: dict[str, dict[int, list[str]]],
+    calls: list[tuple[int, int, int, str]],
+) -> str:
+    """The text of `path` with its calls and defs renamed and its controls inserted (without them, and out
+    of plan.controls, when the file would not parse with them)."""
+    lines = list(src.lines[path])
+    for line, start, end, new in sorted(calls, reverse=True):
+        lines[line] = lines[line][:start] + new + lines[line][end:]
+    for index, (old, new) in renames.items():
+        lines[index] = renamed(lines[index], old, new)
+    text = _inserted(lines, inserts.get(path, {}))
+    try:
+        ast.parse(text)
+    except SyntaxError:  # a control that does not fit this file (never seen): the renames alone
+        text = _inserted(lines, {})
+        gone = {m.group(1) for texts in inserts[path].values() for m in re.finditer(r"\bdef\s+(\w+)", "".join(texts))}
+        plan.controls = {c: t for c, t in plan.controls.items() if _name_of(c) not in gone}
+    return text
 
 
 def _name_of(test_id: str) -> str:

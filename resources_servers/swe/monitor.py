@@ -81,94 +81,124 @@ def judge(
     if not events or events[0]["e"] != "start":
         failed = {t: "failed" for t in graded}
         return Verdict(failed, False, evidence + ["the runner never started"] * bool(events), sealed=sealed)
+    complete = _check_shape(events, evidence)
+    trusted = tuple(str(p).rstrip("/") + "/" for p in events[0].get("trusted") or [] if p)
+    seen = _Seen(runner, events, evidence, os.path.realpath(repo).rstrip("/") + "/", trusted, protected)
+    own = runner.parse(log, plan.run_ids(graded))
+    static = {plan.run_id(t) for t in plan.static_xfail}
+
+    def passed(test: str) -> bool:
+        status, said = seen.status(test), own.get(test)
+        return status == said and (status == "passed" or (status == "xfail" and test in static))
+
+    statuses = {t: "passed" if passed(plan.run_id(t)) else "failed" for t in graded}
+    notes = _notes(seen, plan, graded, static)
+    for control, twin in plan.controls.items():
+        status, said = seen.status(control), own.get(control, "missing")
+        if statuses.get(twin) == "passed" and not (status == "failed" and said == "failed"):
+            shown = status if control in seen.items else "missing"
+            evidence.append(
+                f"a control of {twin} (one of its assertions changed, so that both cannot pass) was {shown}, "
+                f"{said} by the runner's output: outcomes were made up, or a value compares equal to anything"
+            )
+    return Verdict(statuses, complete, evidence, sealed=sealed, notes=notes)
+
+
+def _check_shape(events: list[dict], evidence: list[str]) -> bool:
+    """Whether the run ended; what no guard sends and anything after the end go to `evidence`."""
     kinds = {str(e["e"]) for e in events}
     if strange := sorted(kinds - (EVENTS - {"sealed"})):  # a second seal, a "setup error", ...: none is the guard's
         evidence.append(f"events no guard sends: {strange}")
     ends = [i for i, e in enumerate(events) if e["e"] == "end"]
-    complete = bool(ends)
     if len(ends) > 1 or (ends and ends[0] != len(events) - 1):
         evidence.append("events after the end of the run")
-    trusted = tuple(str(p).rstrip("/") + "/" for p in events[0].get("trusted") or [] if p)
-    items: dict[str, dict] = {}
-    reports: dict[str, dict[str, tuple[str, bool]]] = {}
-    subtest_failed: set[str] = set()
-    for event in events:
+    return bool(ends)
+
+
+class _Seen:
+    """What the guard's events said of each test: where it was collected from, its phases' outcomes.
+    What they show of tampering goes to `evidence`, in the order it is found."""
+
+    def __init__(
+        self,
+        runner: TestRunner,
+        events: list[dict],
+        evidence: list[str],
+        repo_root: str,
+        trusted: tuple[str, ...],
+        protected: Callable[[str], bool],
+    ):
+        self.runner, self.evidence, self.repo_root = runner, evidence, repo_root
+        self.trusted, self.protected = trusted, protected
+        self.items: dict[str, dict] = {}
+        self.reports: dict[str, dict[str, tuple[str, bool]]] = {}
+        self.subtest_failed: set[str] = set()
+        self.checked: dict[str, bool] = {}
+        for event in events:
+            self._read(event)
+
+    def _read(self, event: dict) -> None:
         kind, test = event["e"], str(event.get("id"))
         if kind == "problem":
-            evidence.append(str(event.get("text")))
+            self.evidence.append(str(event.get("text")))
         elif kind == "item":
-            if test in items and items[test] != event:
-                evidence.append(f"{test} was collected twice, from different code")
-            items[test] = event
+            if test in self.items and self.items[test] != event:
+                self.evidence.append(f"{test} was collected twice, from different code")
+            self.items[test] = event
         elif kind == "report" and event.get("sub"):  # one of a test's subtests: a failure fails the test
             if event.get("outcome") == "failed":
-                subtest_failed.add(test)
+                self.subtest_failed.add(test)
         elif kind == "report":
             when = str(event.get("when"))
-            if when in reports.setdefault(test, {}):
-                evidence.append(f"{test} was reported twice ({when})")
-            reports[test][when] = (str(event.get("outcome")), bool(event.get("xfail")))
-    own = runner.parse(log, plan.run_ids(graded))
-    static = {plan.run_id(t) for t in plan.static_xfail}
-    repo_root = os.path.realpath(repo).rstrip("/") + "/"
+            if when in self.reports.setdefault(test, {}):
+                self.evidence.append(f"{test} was reported twice ({when})")
+            self.reports[test][when] = (str(event.get("outcome")), bool(event.get("xfail")))
 
-    checked: dict[str, bool] = {}
+    def collected_right(self, test: str) -> bool:
+        if test not in self.checked:
+            self.checked[test] = self._collected_right(test)
+        return self.checked[test]
 
-    def collected_right(test: str) -> bool:
-        if test not in checked:
-            checked[test] = _collected_right(test)
-        return checked[test]
-
-    def _collected_right(test: str) -> bool:
-        item, tid = items.get(test), runner.parse_id(test)
+    def _collected_right(self, test: str) -> bool:
+        item, tid = self.items.get(test), self.runner.parse_id(test)
         if item is None:
             return False
         if tid is None:  # a doctest or another item kind: no test function to follow
             return True
-        expected = os.path.realpath(repo_root + tid.file)
+        expected = os.path.realpath(self.repo_root + tid.file)
         module, code = item.get("module"), item.get("code")
         if module != expected:
-            evidence.append(f"{test} was collected from {module}, not {expected}")
+            self.evidence.append(f"{test} was collected from {module}, not {expected}")
             return False
         if code and code != module:
-            inside = code.startswith(repo_root) and protected(code[len(repo_root) :])
-            if not inside and not code.startswith(trusted):
-                evidence.append(f"the code of {test} comes from {code}")
+            inside = code.startswith(self.repo_root) and self.protected(code[len(self.repo_root) :])
+            if not inside and not code.startswith(self.trusted):
+                self.evidence.append(f"the code of {test} comes from {code}")
                 return False
         return True
 
-    def status(test: str) -> str:
+    def status(self, test: str) -> str:
         """passed / xfail / failed as the guard saw it."""
-        phases = reports.get(test, {})
-        failed = test in subtest_failed or any(o == "failed" for o, _ in phases.values())
-        if not collected_right(test) or "call" not in phases or failed:
+        phases = self.reports.get(test, {})
+        failed = test in self.subtest_failed or any(o == "failed" for o, _ in phases.values())
+        if not self.collected_right(test) or "call" not in phases or failed:
             return "failed"
         outcome, xfail = phases["call"]
         if outcome == "passed" and not xfail:
             return "passed"
         return "xfail" if outcome == "skipped" and xfail else "failed"
 
-    def passed(test: str) -> bool:
-        seen, said = status(test), own.get(test)
-        return seen == said and (seen == "passed" or (seen == "xfail" and test in static))
 
-    statuses = {t: "passed" if passed(plan.run_id(t)) else "failed" for t in graded}
+def _notes(seen: _Seen, plan: CanaryPlan, graded: list[str], static: set[str]) -> dict[str, str]:
+    """graded id -> why its outcome did not count as a pass, where the outcome says it."""
     notes = {}
     for t in graded:
         run = plan.run_id(t)
-        if status(run) == "xfail" and run not in static:
+        if seen.status(run) == "xfail" and run not in static:
             notes[t] = "an expected failure, but the graded source marks no xfail"
-        elif any(outcome == "skipped" and not xfail for outcome, xfail in reports.get(run, {}).values()):
+        elif any(outcome == "skipped" and not xfail for outcome, xfail in seen.reports.get(run, {}).values()):
             notes[t] = "skipped"
-    for control, twin in plan.controls.items():
-        seen, said = status(control), own.get(control, "missing")
-        if statuses.get(twin) == "passed" and not (seen == "failed" and said == "failed"):
-            shown = seen if control in items else "missing"
-            evidence.append(
-                f"a control of {twin} (one of its assertions changed, so that both cannot pass) was {shown}, "
-                f"{said} by the runner's output: outcomes were made up, or a value compares equal to anything"
-            )
-    return Verdict(statuses, complete, evidence, sealed=sealed, notes=notes)
+    return notes
 
 
 def score(grading: Any, verdict: Verdict, log_text: str, timed_out: bool, started: float) -> dict:
