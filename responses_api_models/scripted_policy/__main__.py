@@ -16,8 +16,9 @@ import uvicorn
 
 from prorl_gym.scripted import MODES
 from prorl_gym.tokens.tokenizer import load
-from responses_api_models.scripted_policy.app import ScriptedPolicy, create_app
+from responses_api_models.scripted_policy.app import create_app
 from responses_api_models.scripted_policy.real_tokens import RealTokens
+from responses_api_models.scripted_policy.replay import ScriptedPolicy
 
 
 def main() -> None:

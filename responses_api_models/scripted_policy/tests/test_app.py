@@ -8,8 +8,9 @@ from fastapi.testclient import TestClient
 
 from prorl_gym.tokens.contiguity import token_ids_contiguous
 from prorl_gym.wire.resources import ENVIRONMENT_RESTARTED
-from responses_api_models.scripted_policy.app import FINAL_ANSWER, ScriptedPolicy, create_app
+from responses_api_models.scripted_policy.app import create_app
 from responses_api_models.scripted_policy.chat_template import encode, render
+from responses_api_models.scripted_policy.replay import FINAL_ANSWER, ScriptedPolicy
 
 ROWS = [
     json.loads(line)
