@@ -11,6 +11,7 @@ exactly the ids the policy sampled: never a re-encoding of the text.
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -45,11 +46,16 @@ def data(tmp_path_factory):
     return path
 
 
-@pytest.fixture
-def policies(tmp_path):
-    started = Policies(tmp_path)
-    yield started
-    started.stop_all()
+@pytest.fixture(scope="module")
+def policy(data, tmp_path_factory):
+    """One scripted policy (vLLM serving Qwen3, real tokenizer and template) for the module: each test
+    runs its own model server on it, and reads only what its own calls sampled (the newest)."""
+    started = Policies(tmp_path_factory.mktemp("policies"))
+    try:
+        (policy,) = asyncio.run(started.start(1, data=data, args=("--tokenizer", "qwen3")))
+        yield policy
+    finally:
+        started.stop_all()
 
 
 async def rollout(server, case: str | None) -> tuple[list[dict], list[dict]]:
@@ -62,8 +68,7 @@ async def rollout(server, case: str | None) -> tuple[list[dict], list[dict]]:
 
 
 @pytest.mark.parametrize("case", [None, *CASES])
-async def test_chat_mode_on_a_plain_server_drifts_and_says_so(policies, data, case):
-    (policy,) = await policies.start(1, data=data, args=("--tokenizer", "qwen3"))
+async def test_chat_mode_on_a_plain_server_drifts_and_says_so(policy, case):
     async with serve_model([policy.url], uses_reasoning_parser=True) as server:
         items, responses = await rollout(server, case)
     assert token_ids_contiguous(items) is (case is None), case
@@ -71,8 +76,7 @@ async def test_chat_mode_on_a_plain_server_drifts_and_says_so(policies, data, ca
 
 
 @pytest.mark.parametrize("tokenizer", ["qwen3", "endpoint"])
-async def test_token_in_token_out_is_exact_in_every_case(policies, data, tokenizer):
-    (policy,) = await policies.start(1, data=data, args=("--tokenizer", "qwen3"))
+async def test_token_in_token_out_is_exact_in_every_case(policy, tokenizer):
     async with serve_model([policy.url], uses_reasoning_parser=True, token_mode="tito", tokenizer=tokenizer) as server:
         for case in (None, *CASES):
             items, responses = await rollout(server, case)
@@ -90,9 +94,8 @@ async def policy_sampled(server, policy) -> list[dict]:
         return await r.json()
 
 
-async def test_the_turns_read_back_as_chat_mode_reads_them(policies, data):
+async def test_the_turns_read_back_as_chat_mode_reads_them(policy):
     """tito parses the raw generation as vLLM's chat route would: the same reasoning, calls and answer."""
-    (policy,) = await policies.start(1, data=data, args=("--tokenizer", "qwen3"))
     seen = {}
     for mode in ("chat", "tito"):
         async with serve_model([policy.url], uses_reasoning_parser=True, token_mode=mode, tokenizer="qwen3") as server:
@@ -104,16 +107,14 @@ async def test_the_turns_read_back_as_chat_mode_reads_them(policies, data):
     assert [kind for kind, *_ in seen["tito"]] == ["reasoning", "function_call", "reasoning", "message"]
 
 
-async def test_sglang_generate_route(policies, data):
-    (policy,) = await policies.start(1, data=data, args=("--tokenizer", "qwen3"))
+async def test_sglang_generate_route(policy):
     settings = dict(uses_reasoning_parser=True, token_mode="tito", tokenizer="qwen3", completion_api="sglang")
     async with serve_model([policy.url], **settings) as server:
         items, _ = await rollout(server, "split")
     assert token_ids_contiguous(items) is True
 
 
-async def test_a_conversation_without_ids_is_rendered_whole_and_says_so(policies, data):
-    (policy,) = await policies.start(1, data=data, args=("--tokenizer", "qwen3"))
+async def test_a_conversation_without_ids_is_rendered_whole_and_says_so(policy):
     async with serve_model([policy.url], uses_reasoning_parser=True, token_mode="tito", tokenizer="qwen3") as server:
         r = Rollout(server, row=row_for(None))
         r.items.append({"role": "assistant", "content": "Let me think.", "type": "message"})  # written by hand

@@ -13,6 +13,7 @@ varied; the model server's own code makes the prompts (TokenInTokenOut.prompt) a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 
@@ -230,20 +231,29 @@ def test_the_model_server_refuses_a_template_whose_bridge_differs(tmp_path):
         model_server(tokenizer=str(tmp_path), tool_parser="mistral")
 
 
-async def test_llama_through_the_model_server(tmp_path):
-    """The real model server in tito against the scripted policy answering as vLLM serving Llama 3.x would."""
-    from prorl_gym.tokens.contiguity import token_ids_contiguous
-    from responses_api_models.balanced_vllm_model.tests.harness import ROWS, Policies, Rollout, serve_model
+@pytest.fixture(scope="module")
+def llama_policy(tmp_path_factory):
+    """One scripted policy answering as vLLM serving Llama 3.x would, for the tests below (each runs its own
+    model server on it)."""
+    from responses_api_models.balanced_vllm_model.tests.harness import Policies
 
-    policies = Policies(tmp_path)
-    settings = dict(token_mode="tito", tokenizer="llama3", tool_parser="llama3_json", reasoning_parser="none")
+    policies = Policies(tmp_path_factory.mktemp("llama-policy"))
     try:
-        (policy,) = await policies.start(1, args=("--tokenizer", "llama3"))
-        async with serve_model([policy.url], uses_reasoning_parser=True, **settings) as server:
-            rollout = Rollout(server)
-            turns = [await rollout.turn(), await rollout.turn()]
+        (policy,) = asyncio.run(policies.start(1, args=("--tokenizer", "llama3")))
+        yield policy
     finally:
         policies.stop_all()
+
+
+async def test_llama_through_the_model_server(llama_policy):
+    """The real model server in tito against the scripted policy answering as vLLM serving Llama 3.x would."""
+    from prorl_gym.tokens.contiguity import token_ids_contiguous
+    from responses_api_models.balanced_vllm_model.tests.harness import ROWS, Rollout, serve_model
+
+    settings = dict(token_mode="tito", tokenizer="llama3", tool_parser="llama3_json", reasoning_parser="none")
+    async with serve_model([llama_policy.url], uses_reasoning_parser=True, **settings) as server:
+        rollout = Rollout(server)
+        turns = [await rollout.turn(), await rollout.turn()]
     assert [t.status for t in turns] == [200, 200], turns
     items = [o for t in turns for o in t.body["output"]]
     assert [o["type"] for o in items] == ["function_call", "message"]
@@ -253,25 +263,17 @@ async def test_llama_through_the_model_server(tmp_path):
     assert items[-1]["content"][0]["text"].endswith("\\boxed{" + ROWS[0]["expected_answer"] + "}.")
 
 
-async def test_endpoint_tokens_ask_without_special_tokens(tmp_path):
+async def test_endpoint_tokens_ask_without_special_tokens(llama_policy):
     """vLLM's /tokenize adds BOS to a prompt unless told not to (the scripted policy does the same with
     Llama's tokenizer): end tokens asked without special tokens are single ids, so the turn is served."""
-    from responses_api_models.balanced_vllm_model.tests.harness import Policies, Rollout, serve_model
+    from responses_api_models.balanced_vllm_model.tests.harness import Rollout, serve_model
 
-    policies = Policies(tmp_path)
     ends = ["<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"]
     settings = dict(token_mode="tito", tokenizer="endpoint", end_tokens=ends, tool_parser="llama3_json")
-    try:
-        (policy,) = await policies.start(1, args=("--tokenizer", "llama3"))
-        async with serve_model(
-            [policy.url], uses_reasoning_parser=True, reasoning_parser="none", **settings
-        ) as server:
-            async with server.http.post(
-                policy.url.removesuffix("/v1") + "/tokenize", json={"prompt": "<|eot_id|>"}
-            ) as r:
-                assert len((await r.json())["tokens"]) == 2  # BOS added by default, as vLLM does
-            turn = await Rollout(server).turn()
-    finally:
-        policies.stop_all()
+    policy = llama_policy
+    async with serve_model([policy.url], uses_reasoning_parser=True, reasoning_parser="none", **settings) as server:
+        async with server.http.post(policy.url.removesuffix("/v1") + "/tokenize", json={"prompt": "<|eot_id|>"}) as r:
+            assert len((await r.json())["tokens"]) == 2  # BOS added by default, as vLLM does
+        turn = await Rollout(server).turn()
     assert turn.status == 200, turn.body
     assert [o["type"] for o in turn.body["output"]] == ["function_call"]
