@@ -198,12 +198,13 @@ bench: setup link-venvs configs $(BENCH_STAMP)
 	@mkdir -p results/bench
 	@for b in $(BENCHMARKS); do echo "== $$b"; $(PY) -m benchmarks.$$b | tee results/bench/$$b.log | tail -1; done
 
-# The fault-injection soak (benchmarks/soak.py): 1,000 rollouts under faults, then 256 concurrent for 10 minutes.
+# The fault-injection soak (benchmarks/soak.py): 1,000 rollouts under faults; then the steady soak
+# (benchmarks/soak_steady.py): 256 concurrent for 10 minutes.
 .PHONY: soak
 soak: setup link-venvs configs
 	@mkdir -p results/bench
-	$(PY) -m benchmarks.soak --mode faults | tee results/bench/soak.log | tail -1
-	$(PY) -m benchmarks.soak --mode steady | tee results/bench/soak_steady.log | tail -1
+	$(PY) -m benchmarks.soak | tee results/bench/soak.log | tail -1
+	$(PY) -m benchmarks.soak_steady | tee results/bench/soak_steady.log | tail -1
 
 # On an HPC node: the apptainer backend against the real Apptainer (docs/hpc.md, "Validate a site").
 .PHONY: validate-apptainer

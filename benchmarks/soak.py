@@ -2,10 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fault-injection soak: many rollouts over every environment while parts of the service are killed.
 
-    python -m benchmarks.soak [--rollouts 1000] [--fault-every 10] [--busy N]     faults mode (make soak)
-    python -m benchmarks.soak --mode steady [--concurrency 256] [--minutes 10]
+    python -m benchmarks.soak [--rollouts 1000] [--fault-every 10] [--busy N]     (make soak runs it, then soak_steady.py)
 
-faults: rollouts of all environments through the job API (the example rows, many samples each,
+Rollouts of all environments through the job API (the example rows, many samples each,
 the scripted gold policy with realistic latency) while, after every `--fault-every` finished
 records, one fault is injected, the kinds in turn so each is exercised many times:
   policy      the policy endpoint killed and started again
@@ -31,11 +30,6 @@ retry_wait_s_p99, collect_probe. Every record received is written to
 results/bench/soak/records.jsonl, the same less transcripts to outcomes.jsonl.gz (small enough
 to commit: results/soak/), and the full record of anything counted as duplicated or scored (and
 the ids of the lost) to suspects.jsonl.
-
-steady: `--concurrency` math rollouts in flight for `--minutes`, policy latency per turn, no faults:
-the servers' RSS growth and open fds over the run (rss_growth_pct, fd_growth: measured idle after
-a minute of warm-up and again at the end, so start-up caches and in-flight work do not count)
-and rollouts per minute over time.
 """
 
 from __future__ import annotations
@@ -48,88 +42,28 @@ import os
 import random
 import shutil
 import signal
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks.common import emit, raise_fd_limit
-from prorl_gym.client import ProRLClient, agent_url
-from prorl_gym.dashboard.export import save_snapshot
-from prorl_gym.environments import Environment, all_config_paths, discover
+from benchmarks.soak_stack import LOG_DIR, SoakStack, busy_node, pids, read_proc, save_dashboards, soak_stack
+from prorl_gym.client import ProRLClient
+from prorl_gym.environments import Environment, discover
 from prorl_gym.jobs.aggregate import percentile
 from prorl_gym.jsonl import read_jsonl, write_jsonl
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.sandbox.backends.local.processes import processes_mounting
 from prorl_gym.sandbox.leases import read_leases
-from prorl_gym.stack import Stack, collected_records, run_cli
-from prorl_gym.testing import stack_processes, stack_servers, supervised_server
+from prorl_gym.stack import collected_records, run_cli
+from prorl_gym.testing import stack_processes, supervised_server
 from prorl_gym.wire.records import RolloutRecord
 
 # The parts of stateless environments' sandboxes first: they exist only while those rollouts run.
 FAULTS = ("shell", "kernel", "hang", "policy", "sandbox", "verifier", "server", "agent")
 STATEFUL = {"swe"}  # its gold answer is the sandbox's state: no shell/kernel/hang faults there
-IDLE_S = 40  # before measuring idle servers: longer than any keep-alive (aiohttp 15 s, uvicorn 30 s)
-
-
-@dataclass
-class SoakStack:
-    stack: Stack
-    envs: list[Environment]
-    roots: dict[str, Path]  # environment -> its own sandbox root
-    agents: dict[str, str] = field(default_factory=dict)  # environment -> agent URL
-
-
-@contextmanager
-def soak_stack(envs: list[Environment], log_dir: Path, latency_ms: int, run_workers: int = 16):
-    roots = {env.name: Path(tempfile.mkdtemp(prefix=f"prorl-soak-{env.name}-", dir="/tmp")) for env in envs}
-    overrides = []
-    for env in envs:
-        roots[env.name].chmod(0o711)  # reachable by the sandbox uid
-        overrides += [
-            f"+{env.server_key}.sandbox.root_dir={roots[env.name]}",
-            f"+{env.server_key}.sandbox.command_timeout_s=5",  # a hung tool call is interrupted after this
-            f"+{env.agent_key}.retry.max_attempts=8",  # each attempt waits for the part it needs to be back
-            f"+{env.agent_key}.retry.backoff_s=0.5",
-            f"+{env.agent_key}.limits.policy_call_timeout_s=20",
-            f"+{env.agent_key}.max_run_workers={run_workers}",
-            f"+{env.agent_key}.max_init_workers={min(run_workers, 32)}",
-        ]
-    try:
-        with Stack(
-            all_config_paths(envs),
-            overrides=overrides,
-            policy_data=[str(env.example) for env in envs],
-            policy_args=["--latency-ms", str(latency_ms)],
-            log_dir=log_dir,
-        ) as stack:
-            soak = SoakStack(stack, envs, roots)
-            head = f"http://127.0.0.1:{stack.head_port}"
-            soak.agents = {env.name: asyncio.run(agent_url(head, env.agent)) for env in envs}
-            yield soak
-    finally:
-        for root in roots.values():
-            shutil.rmtree(root, ignore_errors=True)
-
-
-# ---------------------------------------------------------------------- finding what to kill
-
-
-def _pids() -> list[int]:
-    return [int(e.name) for e in os.scandir("/proc") if e.name.isdigit()]
-
-
-def _read(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def sandbox_processes(root: Path) -> dict[str, list[int]]:
@@ -144,14 +78,14 @@ def sandbox_processes(root: Path) -> dict[str, list[int]]:
                     namespaces[ns] = pid
             except OSError:
                 continue
-    for pid in _pids():
+    for pid in pids():
         try:
             ns = os.readlink(f"/proc/{pid}/ns/pid")
         except OSError:
             continue
         if ns not in namespaces:
             continue
-        cmdline = _read(f"/proc/{pid}/cmdline").replace("\0", " ")
+        cmdline = read_proc(f"/proc/{pid}/cmdline").replace("\0", " ")
         if pid == namespaces[ns]:
             parts["sandbox"].append(pid)
         elif "bash" in cmdline and "-i" in cmdline:
@@ -163,7 +97,7 @@ def sandbox_processes(root: Path) -> dict[str, list[int]]:
 
 def session_processes(session: int, needle: str) -> list[int]:
     """The stack's processes whose command line has `needle` (its servers' children included)."""
-    return [pid for pid in stack_processes(session) if needle in _read(f"/proc/{pid}/cmdline").replace("\0", " ")]
+    return [pid for pid in stack_processes(session) if needle in read_proc(f"/proc/{pid}/cmdline").replace("\0", " ")]
 
 
 class Faults:
@@ -222,9 +156,6 @@ class Faults:
             return self._kill([supervised_server(self.soak.stack.session, folder)])
         except LookupError:  # being started again
             return False
-
-
-# ---------------------------------------------------------------------- the faults mode
 
 
 async def run_rollouts(soak: SoakStack, rollouts: int, fault_every: int | None, seed: int = 0) -> Run:
@@ -369,7 +300,7 @@ def leaks(session: int, roots: dict[str, Path]) -> dict:
     roots: also one orphaned by a dead parent), and sandbox dirs or leases. Other sandboxes of the
     machine (another stack's) are not this soak's."""
     processes = {pid for root in roots.values() for pid in processes_mounting(f"{root}/")}
-    for pid in _pids():
+    for pid in pids():
         try:
             if os.getsid(pid) == session:
                 processes.add(pid)
@@ -378,13 +309,6 @@ def leaks(session: int, roots: dict[str, Path]) -> dict:
     dirs = [p for root in roots.values() if root.exists() for p in root.iterdir() if not p.name.startswith(".")]
     leases = [p for root in roots.values() for p in (root / ".leases").glob("*.json")]
     return {"leaked_processes": len(processes), "leaked_sandbox_dirs": len(dirs) + len(leases)}
-
-
-def save_dashboards(soak: SoakStack, out: Path) -> list[str]:
-    """Each agent's dashboard (the same charts as live: stages, throughput, failures by stage and type)
-    as it stands at the end of the run, beside the run's logs: <out>/dashboard_<env>.html (names)."""
-    saved = [save_snapshot(url, out / f"dashboard_{env}.html") for env, url in soak.agents.items()]
-    return [path.name for path in saved if path is not None]
 
 
 def soak_faults(
@@ -410,90 +334,8 @@ def soak_faults(
     return results
 
 
-# ---------------------------------------------------------------------- the steady mode
-
-
-def server_processes(session: int) -> list[int]:
-    return list(stack_servers(session).values())
-
-
-def footprint(pids: list[int]) -> tuple[int, int]:
-    """(RSS bytes, open fds) summed over pids."""
-    rss = fds = 0
-    for pid in pids:
-        status = _read(f"/proc/{pid}/status")
-        rss += next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmRSS:")), 0)
-        try:
-            fds += len(os.listdir(f"/proc/{pid}/fd"))
-        except OSError:
-            pass
-    return rss, fds
-
-
-async def run_steady(url: str, rows: list[dict], concurrency: int, seconds: float) -> dict:
-    """`concurrency` rollouts in flight for `seconds`, each worker submitting its next as one ends."""
-    stop_at = time.monotonic() + seconds
-    done: list[float] = []
-    failures: Counter[str] = Counter()
-
-    async def worker(client: ProRLClient, k: int) -> None:
-        while time.monotonic() < stop_at:
-            batch = await client.submit([rows[k % len(rows)]])
-            async for record in client.stream(batch.batch_id):
-                done.append(time.monotonic())
-                if record.failure:
-                    failures[record.failure.type.value] += 1
-
-    async with ProRLClient(url, timeout_s=600) as client:
-        await asyncio.gather(*(worker(client, k) for k in range(concurrency)))
-    start = min(done) if done else 0
-    per_minute = Counter(int((t - start) // 60) for t in done)
-    return {
-        "rollouts": len(done),
-        "failures": dict(failures),
-        "per_minute": [per_minute[m] for m in sorted(per_minute)],
-    }
-
-
-def soak_steady(concurrency: int, minutes: float, log_dir: Path) -> dict:
-    """A minute of warm-up, then the run; the servers' RSS and fds measured idle after each (all
-    rollouts ended, their sandboxes closed), so what is compared is what the run left behind."""
-    math = next(e for e in discover() if e.name == "math")
-    with soak_stack([math], log_dir, latency_ms=500, run_workers=concurrency) as soak:
-        url, rows = soak.agents["math"], read_jsonl(math.example)
-
-        def idle_footprint() -> tuple[int, int, dict[str, int]]:
-            time.sleep(IDLE_S)  # the last sandboxes close, idle keep-alive connections expire
-            pids = server_processes(soak.stack.session)
-            rss, fds = footprint(pids)
-            return rss, fds, {Path(os.readlink(f"/proc/{p}/cwd")).name: footprint([p])[1] for p in pids}
-
-        warmup = asyncio.run(run_steady(url, rows, concurrency, 60))
-        before = idle_footprint()
-        run = asyncio.run(run_steady(url, rows, concurrency, max(0.0, minutes - 1) * 60))
-        after = idle_footprint()
-        dashboards = save_dashboards(soak, log_dir)
-    return {
-        "dashboards": dashboards,
-        "concurrency": concurrency,
-        "minutes": minutes,
-        "rollouts": warmup["rollouts"] + run["rollouts"],
-        "failures_by_type": dict(Counter(warmup["failures"]) + Counter(run["failures"])),
-        "rollouts_per_minute": warmup["per_minute"] + run["per_minute"],
-        "rss_mib_after_warmup": round(before[0] / 2**20, 1),
-        "rss_mib_end": round(after[0] / 2**20, 1),
-        "rss_growth_pct": round((after[0] - before[0]) / before[0] * 100, 2) if before[0] else None,
-        "fds_after_warmup": before[1],
-        "fds_end": after[1],
-        "fd_growth": after[1] - before[1],
-        "fds_by_server": {name: [before[2].get(name), fds] for name, fds in after[2].items()},
-        "targets": {"rss_growth_pct": 10, "fd_growth": 16},
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mode", choices=("faults", "steady"), default="faults")
     parser.add_argument("--rollouts", type=int, default=1000)
     parser.add_argument("--fault-every", type=int, default=10, help="a fault after every N finished records")
     parser.add_argument("--probe-repeats", type=int, default=10, help="ng_collect_rollouts probe: SWE example x N")
@@ -501,40 +343,20 @@ def main() -> None:
         "--baseline", type=int, default=None, help="fault-free rollouts first, in the same stack (default: --rollouts)"
     )
     parser.add_argument("--busy", type=int, default=0, help="processes of other work spinning on the CPUs meanwhile")
-    parser.add_argument("--concurrency", type=int, default=256)
-    parser.add_argument("--minutes", type=float, default=10.0)
     args = parser.parse_args()
     raise_fd_limit()
-    log_dir = REPO_ROOT / "results" / "bench" / "soak"
-    if log_dir.exists():
-        shutil.rmtree(log_dir)
+    if LOG_DIR.exists():
+        shutil.rmtree(LOG_DIR)
     with busy_node(args.busy):
-        if args.mode == "faults":
-            results = soak_faults(
-                args.rollouts,
-                args.fault_every,
-                discover(),
-                log_dir,
-                args.probe_repeats,
-                args.rollouts if args.baseline is None else args.baseline,
-            )
-            emit("soak", results | {"busy_processes": args.busy})
-        else:
-            emit("soak_steady", soak_steady(args.concurrency, args.minutes, log_dir) | {"busy_processes": args.busy})
-
-
-@contextmanager
-def busy_node(processes: int):
-    """`processes` of other work spinning on the CPUs (at normal priority) while the block runs."""
-    spinners = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True) for _ in range(processes)
-    ]
-    try:
-        yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
+        results = soak_faults(
+            args.rollouts,
+            args.fault_every,
+            discover(),
+            LOG_DIR,
+            args.probe_repeats,
+            args.rollouts if args.baseline is None else args.baseline,
+        )
+        emit("soak", results | {"busy_processes": args.busy})
 
 
 if __name__ == "__main__":
