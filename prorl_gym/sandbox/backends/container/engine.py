@@ -59,28 +59,27 @@ class Engine:
         """One call; its JSON answer (None if empty). EngineError on a status >= 400 or no engine."""
         headers = {"Content-Type": "application/json"} if body is not None else {}
         payload = json.dumps(body) if body is not None else data
-        try:
-            async with self._client().request(
-                method, f"http://engine{API}{path}", params=params, data=payload, headers=headers
-            ) as response:
-                text = await response.text()
-        except aiohttp.ClientConnectionError as exc:
-            raise EngineError(f"container engine at {self.socket_path} unreachable: {exc}") from exc
-        if response.status >= 400:
+        status, text = await self._exchange(method, path, params=params, data=payload, headers=headers)
+        if status >= 400:
             try:
                 message = json.loads(text).get("message", text)
             except (ValueError, AttributeError):
                 message = text
-            raise EngineError(f"{method} {path}: {response.status} {message}", response.status)
+            raise EngineError(f"{method} {path}: {status} {message}", status)
         return json.loads(text) if text.strip() else None
 
-    async def ping(self) -> None:
+    async def _exchange(self, method: str, path: str, **kwargs: Any) -> tuple[int, str]:
+        """One request and its answer (status, text): the one place a missing engine becomes an EngineError."""
         try:
-            async with self._client().get(f"http://engine{API}/_ping") as response:
-                if response.status != 200:
-                    raise EngineError(f"container engine at {self.socket_path} answered {response.status}")
+            async with self._client().request(method, f"http://engine{API}{path}", **kwargs) as response:
+                return response.status, await response.text()
         except aiohttp.ClientConnectionError as exc:
             raise EngineError(f"container engine at {self.socket_path} unreachable: {exc}") from exc
+
+    async def ping(self) -> None:
+        status, _ = await self._exchange("GET", "/_ping")
+        if status != 200:
+            raise EngineError(f"container engine at {self.socket_path} answered {status}")
 
     # ---------------------------------------------------------------- containers
 
@@ -151,18 +150,10 @@ class Engine:
     async def import_image(self, repository: str, tag: str, tar_chunks: AsyncIterator[bytes]) -> None:
         """`docker import`: a root file system tar (streamed) becomes image repository:tag."""
         params = {"fromSrc": "-", "repo": f"{repository}:{tag}"}  # Podman ignores `tag`; Docker takes both
-        try:
-            async with self._client().post(
-                f"http://engine{API}/images/create",
-                params=params,
-                data=tar_chunks,
-                headers={"Content-Type": "application/x-tar"},
-            ) as response:
-                text = await response.text()
-        except aiohttp.ClientConnectionError as exc:
-            raise EngineError(f"container engine at {self.socket_path} unreachable: {exc}") from exc
-        if response.status >= 400 or any("error" in message for message in json_lines(text)):
-            raise EngineError(f"importing {repository}:{tag} failed: {response.status} {text[-500:]}", response.status)
+        headers = {"Content-Type": "application/x-tar"}
+        status, text = await self._exchange("POST", "/images/create", params=params, data=tar_chunks, headers=headers)
+        if status >= 400 or any("error" in message for message in json_lines(text)):
+            raise EngineError(f"importing {repository}:{tag} failed: {status} {text[-500:]}", status)
 
 
 def strip_stream_headers(raw: bytes) -> bytes:
