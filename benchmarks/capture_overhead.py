@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ import aiohttp
 import uvicorn
 from fastapi import FastAPI
 
-from benchmarks.common import emit, ms
+from benchmarks.common import emit, ms, percentile
 from prorl_gym.capture import CaptureGateway, export
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import free_port, run_cli, stop_session
@@ -128,8 +127,8 @@ async def measure(conversations: int, log_dir: Path) -> dict:
                 await asyncio.gather(gateway_task, model_task)
     finally:
         stop_session(policy, grace_s=5)
-    p50 = lambda xs: statistics.median(xs)  # noqa: E731
-    p90 = lambda xs: statistics.quantiles(xs, n=10)[-1]  # noqa: E731
+    p50 = lambda xs: percentile(xs, 50)  # noqa: E731
+    p90 = lambda xs: percentile(xs, 90)  # noqa: E731
     return {
         "calls_each_way": len(direct),
         "direct_p50_ms": ms(p50(direct)),

@@ -1,13 +1,15 @@
 # SPDX-FileCopyrightText: Copyright (c) 2026 The prorl-gym authors
 # SPDX-License-Identifier: Apache-2.0
-"""What every benchmark shares: a traversable sandbox root, the fd limit, the JSON output."""
+"""What every benchmark shares: a traversable sandbox root, the fd limit, percentiles, the JSON output."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import resource
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 
 from prorl_gym.testing import traversable_dir
@@ -17,6 +19,19 @@ RESULTS_DIR = Path(__file__).resolve().parents[1] / "results" / "bench"
 
 def ms(seconds: float) -> float:
     return round(seconds * 1000, 3)
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """The q-th percentile (0-100) of values, interpolated linearly between the two nearest ranks (the
+    "inclusive" method of statistics.quantiles: q=50 is the median; one value is every percentile). Every
+    benchmark reports its percentiles with this one, so their figures compare."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("a percentile of no values")
+    position = q / 100 * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 @contextlib.contextmanager

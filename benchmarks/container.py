@@ -18,10 +18,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import statistics
 import time
 
-from benchmarks.common import emit, ms, raise_fd_limit, sandbox_root
+from benchmarks.common import emit, ms, percentile, raise_fd_limit, sandbox_root
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.backends.container.engine import Engine, default_socket
 from prorl_gym.sandbox.backends.container.image import ensure_base_image
@@ -31,11 +30,11 @@ from prorl_gym.sandbox.backends.instances import Backends
 
 
 def p50(samples: list[float]) -> float:
-    return round(statistics.median(samples), 3)
+    return round(percentile(samples, 50), 3)
 
 
 def p99(samples: list[float]) -> float:
-    return round(statistics.quantiles(samples, n=100, method="inclusive")[98], 3)
+    return round(percentile(samples, 99), 3)
 
 
 async def started(spec: SandboxSpec, backends: Backends) -> float:

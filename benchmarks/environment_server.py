@@ -19,14 +19,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import time
 from pathlib import Path
 
 import aiohttp
 import yaml
 
-from benchmarks.common import emit, ms, sandbox_root
+from benchmarks.common import emit, ms, percentile, sandbox_root
 from benchmarks.cpu import cpu_spent, snapshot
 from benchmarks.rollouts import MATH_EXAMPLE, math_rows
 from prorl_gym.client import agent_url
@@ -131,7 +130,7 @@ def main() -> None:
     n = args.rounds * args.rows
     paths = {
         path: {
-            "wall_p50_ms": ms(statistics.median(walls[path])),
+            "wall_p50_ms": ms(percentile(walls[path], 50)),
             "cpu_ms_per_rollout": round(cpu[path] * 1000 / n, 2),
             "environment_server_processes_cpu_ms_per_rollout": {
                 k: round(v * 1000 / n, 2) for k, v in own[path].items()

@@ -25,11 +25,10 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import time
 from pathlib import Path
 
-from benchmarks.common import emit, ms, raise_fd_limit, sandbox_root
+from benchmarks.common import emit, ms, percentile, raise_fd_limit, sandbox_root
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.sandbox import SandboxAPI, SandboxSpec, create_sandbox
 from prorl_gym.sandbox.fork import staging_spec
@@ -49,7 +48,7 @@ GROUP_CELL = "print(sympy.expand((x + 1) ** 3), sum(coeffs))"
 
 
 def p50(values: list[float]) -> float:
-    return ms(statistics.median(values))
+    return ms(percentile(values, 50))
 
 
 async def timed(coro) -> tuple[float, object]:
@@ -132,7 +131,7 @@ async def swe_group(spec: SandboxSpec, group: int, rounds: int, project: str) ->
     return {
         "swe_init_per_sample_ms_fresh": p50(fresh_per_sample),
         "swe_init_per_sample_ms_shared": p50(shared_per_sample),
-        "swe_shared_vs_fresh": round(statistics.median(fresh_per_sample) / statistics.median(shared_per_sample), 2),
+        "swe_shared_vs_fresh": round(percentile(fresh_per_sample, 50) / percentile(shared_per_sample, 50), 2),
         "swe_snapshot_p50_ms": p50(snapshots),
         **memory,
     }
@@ -212,7 +211,7 @@ async def math_group(spec: SandboxSpec, group: int, rounds: int) -> dict:
     return {
         "math_group_fresh_ms": p50(fresh),
         "math_group_forked_ms": p50(forked),
-        "math_group_speedup": round(statistics.median(fresh) / statistics.median(forked), 2),
+        "math_group_speedup": round(percentile(fresh, 50) / percentile(forked, 50), 2),
     }
 
 

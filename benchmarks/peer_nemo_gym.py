@@ -32,7 +32,7 @@ import aiohttp
 import nemo_gym
 
 from benchmarks import peer_swerex
-from benchmarks.common import emit, raise_fd_limit, sandbox_root
+from benchmarks.common import emit, percentile, raise_fd_limit, sandbox_root
 from benchmarks.cpu import cpu_spent, harness_ms_per_rollout, ms_per_rollout_by_kind, snapshot
 from benchmarks.rollouts import MATH_EXAMPLE, drive, math_rows
 from prorl_gym.client import agent_url
@@ -93,7 +93,7 @@ async def tool_p50_ms(server_url: str, seed: dict | None, route: str, body: dict
             times.append(time.perf_counter() - started)
         if seed is not None:
             await http.post(f"{server_url}/release", json={})
-        return round(statistics.median(times[5:]) * 1000, 3)
+        return round(percentile(times[5:], 50) * 1000, 3)
 
 
 async def measure(stack: Stack, agent: str, server: str, rows: list[dict], args, tool: tuple) -> dict:

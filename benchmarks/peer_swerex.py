@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import time
 
-from benchmarks.common import emit, ms, sandbox_root
+from benchmarks.common import emit, ms, percentile, sandbox_root
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 
 COMMAND = "echo hi"
@@ -73,7 +72,7 @@ async def measure(start_shell, calls: int) -> dict:
             times.append(time.perf_counter() - started)
     finally:
         await stop()
-    return {"start_s": round(statistics.median(starts), 3), "bash_echo_p50_ms": ms(statistics.median(times))}
+    return {"start_s": round(percentile(starts, 50), 3), "bash_echo_p50_ms": ms(percentile(times, 50))}
 
 
 async def ours(calls: int) -> dict:

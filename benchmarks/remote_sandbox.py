@@ -22,10 +22,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import statistics
 import time
 
-from benchmarks.common import emit, ms, raise_fd_limit, sandbox_root
+from benchmarks.common import emit, ms, percentile, raise_fd_limit, sandbox_root
 from prorl_gym.sandbox import SandboxLostError, SandboxSpec, create_sandbox, default_backends, get_backend
 from prorl_gym.sandbox.backends.ray.local_cluster import LocalRayCluster
 
@@ -33,11 +32,11 @@ TARGETS = {"added_bash_echo_p50_ms": 1.0, "spread_max_over_min": 1.2, "failover_
 
 
 def p50(samples: list[float]) -> float:
-    return round(statistics.median(samples), 3)
+    return round(percentile(samples, 50), 3)
 
 
 def p95(samples: list[float]) -> float:
-    return round(statistics.quantiles(samples, n=100, method="inclusive")[94], 3)
+    return round(percentile(samples, 95), 3)
 
 
 async def echo_latency(spec: SandboxSpec, calls: int, warmup: int = 30) -> list[float]:

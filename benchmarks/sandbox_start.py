@@ -17,8 +17,7 @@ import argparse
 import asyncio
 import time
 
-from benchmarks.common import emit, ms, raise_fd_limit, sandbox_root
-from prorl_gym.jobs.aggregate import percentile
+from benchmarks.common import emit, ms, percentile, raise_fd_limit, sandbox_root
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.sandbox.pool import SandboxPool
 

@@ -48,11 +48,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from benchmarks.common import emit, raise_fd_limit
+from benchmarks.common import emit, percentile, raise_fd_limit
 from benchmarks.soak_stack import LOG_DIR, SoakStack, busy_node, pids, read_proc, save_dashboards, soak_stack
 from prorl_gym.client import ProRLClient
 from prorl_gym.environments import Environment, discover
-from prorl_gym.jobs.aggregate import percentile
 from prorl_gym.jsonl import read_jsonl, write_jsonl
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.sandbox.backends.local.processes import processes_mounting
@@ -211,7 +210,8 @@ class Run:
     wall_s: float = 0.0
 
     def p99(self, key: str) -> float:
-        return round(percentile([r.timings.get(key, 0.0) for r in self.records], 99) or 0.0, 2)
+        values = [r.timings.get(key, 0.0) for r in self.records]
+        return round(percentile(values, 99), 2) if values else 0.0
 
     def results(self, out: Path) -> dict:
         """The figures, and every record written to out/records.jsonl; what counts against the run

@@ -16,10 +16,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shlex
-import statistics
 import time
 
-from benchmarks.common import emit, sandbox_root
+from benchmarks.common import emit, percentile, sandbox_root
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from resources_servers.swe.evaluate import evaluate_patch
 from resources_servers.swe.grading import test_ids
@@ -81,7 +80,7 @@ async def main(repeats: int, which: str) -> None:
         for row in tasks:
             plain = [await plain_run(row, spec) for _ in range(repeats)]
             grade = [await graded(row, spec) for _ in range(repeats)]
-            p, g = statistics.median(plain), statistics.median(grade)
+            p, g = percentile(plain, 50), percentile(grade, 50)
             rows[row["instance_id"]] = {
                 "runner": row.get("test_runner", "pytest"),
                 "tests": len(row["FAIL_TO_PASS"]) + len(row["PASS_TO_PASS"]),
@@ -97,9 +96,9 @@ async def main(repeats: int, which: str) -> None:
             "repeats": repeats,
             "rows_of": which,
             "rows": rows,
-            "baseline_plain_s_median": round(statistics.median(r["plain_s"] for r in rows.values()), 3),
-            "graded_s_median": round(statistics.median(r["graded_s"] for r in rows.values()), 3),
-            "ratio_median": round(statistics.median(ratios), 2),
+            "baseline_plain_s_median": round(percentile((r["plain_s"] for r in rows.values()), 50), 3),
+            "graded_s_median": round(percentile((r["graded_s"] for r in rows.values()), 50), 3),
+            "ratio_median": round(percentile(ratios, 50), 2),
             "ratio_max": max(ratios),
         },
     )

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import aiohttp
 
-from benchmarks.common import emit, sandbox_root
+from benchmarks.common import emit, percentile, sandbox_root
 from prorl_gym.sandbox import SandboxSpec, create_sandbox
 from prorl_gym.stack import free_port
 from prorl_gym.testing import build_server
@@ -54,8 +54,7 @@ def ms(x: float) -> float:
 
 
 def summarize(results: dict, prefix: str, samples: list[float]) -> None:
-    cuts = statistics.quantiles(samples, n=100, method="inclusive") if len(samples) > 1 else samples * 99
-    stats = {"p50": statistics.median(samples), "p95": cuts[94], "mean": statistics.fmean(samples)}
+    stats = {"p50": percentile(samples, 50), "p95": percentile(samples, 95), "mean": statistics.fmean(samples)}
     results.update({f"{prefix}_{k}_ms": ms(v) for k, v in stats.items()})
     print(f"{prefix:<34} n={len(samples):<4} " + "  ".join(f"{k} {v:8.3f} ms" for k, v in stats.items()), flush=True)
 
@@ -165,7 +164,7 @@ async def bench_tool_routes(results: dict, root: str, calls: int, warmup: int) -
                         sandbox_ms.append(reply["metadata"]["duration_s"] * 1000)
 
                     summarize(results, f"tool_route_{name}", await series(call, calls, warmup))
-                    results[f"tool_route_{name}_in_sandbox_p50_ms"] = ms(statistics.median(sandbox_ms[warmup:]))
+                    results[f"tool_route_{name}_in_sandbox_p50_ms"] = ms(percentile(sandbox_ms[warmup:], 50))
             finally:
                 await post("/release", {})
     finally:
