@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from resources_servers.swe.controls import plan_controls
+from resources_servers.swe.graded_sources import Found, Sources, TestId, uses_of, xfail_marked
 
 FALLBACK_WORDS = (
     "value",
@@ -52,23 +53,8 @@ FALLBACK_WORDS = (
     "keys",
     "types",
 )
-XFAIL_MARKS = ("xfail", "expectedFailure")
 PREFIX = "test_"  # every new name's
 MAX_CANDIDATES = 50_000  # names tried for one new name before giving up (the test then keeps its own: uncovered)
-
-
-@dataclass(frozen=True)
-class TestId:
-    """A test id of either runner, split: file, enclosing classes, function name, parameters ("[...]")."""
-
-    file: str
-    owners: tuple[str, ...]
-    name: str
-    params: str = ""
-
-    @property
-    def function(self) -> tuple[str, tuple[str, ...], str]:
-        return self.file, self.owners, self.name
 
 
 @dataclass
@@ -85,118 +71,6 @@ class CanaryPlan:
     def run_ids(self, graded: list[str]) -> list[str]:
         """Every id the run asks for: the graded tests (as they run) and the controls."""
         return [*dict.fromkeys(self.run_id(t) for t in graded), *self.controls]
-
-
-@dataclass
-class _Found:
-    path: str  # where the test is defined
-    scope: ast.Module | ast.ClassDef
-    node: ast.FunctionDef | ast.AsyncFunctionDef
-    classes: list[ast.ClassDef]  # the classes from the id's owner to the defining one
-
-
-class _Sources:
-    def __init__(self, sources: dict[str, str]):
-        self.text = sources
-        self.lines = {path: text.splitlines(keepends=True) for path, text in sources.items()}
-        self.trees: dict[str, ast.Module] = {}
-        for path, text in sources.items():
-            try:
-                self.trees[path] = ast.parse(text)
-            except (SyntaxError, ValueError):
-                continue
-        self._names: _NameIndex | None = None
-        self._classes_at: dict[int, str] | None = None
-
-    def names(self) -> _NameIndex:
-        if self._names is None:
-            self._names = _NameIndex.of(self.trees)
-        return self._names
-
-    def path_of(self, cls: ast.ClassDef) -> str | None:
-        if self._classes_at is None:
-            self._classes_at = {
-                id(node): path
-                for path, tree in self.trees.items()
-                for node in ast.walk(tree)
-                if isinstance(node, ast.ClassDef)
-            }
-        return self._classes_at.get(id(cls))
-
-    def locate(self, test: TestId) -> _Found | None:
-        tree = self.trees.get(test.file)
-        if tree is None:
-            return None
-        if not test.owners:
-            node = _last_def(tree.body, test.name)
-            return _Found(test.file, tree, node, []) if node else None
-        path, cls = test.file, _last_class(tree.body, test.owners[0])
-        if cls is None:  # imported into the test module from another one (`from tests.base import TestX`)
-            path, cls = next(iter(self._classes(test.owners[0], prefer=test.file)), (path, None))
-        for owner in test.owners[1:]:
-            cls = _last_class(cls.body, owner) if cls else None
-        if cls is None:
-            return None
-        return self._method(path, cls, test.name, [], depth=0)
-
-    def _method(self, path: str, cls: ast.ClassDef, name: str, seen: list[ast.ClassDef], depth: int) -> _Found | None:
-        classes = [*seen, cls]
-        node = _last_def(cls.body, name)
-        if node is not None:
-            return _Found(path, cls, node, classes)
-        if depth > 4:
-            return None
-        for base in cls.bases:
-            base_name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", None)
-            for base_path, base_cls in self._classes(base_name, prefer=path):
-                found = self._method(base_path, base_cls, name, classes, depth + 1)
-                if found:
-                    return found
-        return None
-
-    def _classes(self, name: str | None, prefer: str) -> list[tuple[str, ast.ClassDef]]:
-        if not name:
-            return []
-        paths = [prefer, *(p for p in self.trees if p != prefer)]
-        return [(p, c) for p in paths if (c := _last_class(self.trees[p].body, name)) is not None]
-
-
-def _last_def(body: list[ast.stmt], name: str):
-    found = None
-    for node in body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            found = node
-    return found
-
-
-def _last_class(body: list[ast.stmt], name: str) -> ast.ClassDef | None:
-    found = None
-    for node in body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            found = node
-    return found
-
-
-def _segment(lines: list[str], node: ast.AST) -> str:
-    return "".join(lines[node.lineno - 1 : node.end_lineno])
-
-
-def xfail_marked(src: _Sources, found: _Found) -> bool:
-    """A static expected-failure marker on the test, its classes or its module (pytestmark)."""
-    lines = src.lines[found.path]
-    marks = [_segment(lines, d) for d in found.node.decorator_list]
-    for cls in found.classes:
-        cls_lines = src.lines[src.path_of(cls) or found.path]
-        marks += [_segment(cls_lines, d) for d in cls.decorator_list]
-        marks += [_segment(cls_lines, n) for n in cls.body if _assigns(n, "pytestmark")]
-    module = src.trees[found.path]
-    marks += [_segment(lines, n) for n in module.body if _assigns(n, "pytestmark")]
-    return any(mark in text for text in marks for mark in XFAIL_MARKS)
-
-
-def _assigns(node: ast.stmt, name: str) -> bool:
-    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-    return any(isinstance(t, ast.Name) and t.id == name for t in targets)
 
 
 def renamed(line: str, old: str, new: str) -> str:
@@ -216,7 +90,7 @@ def _with_newline(text: str) -> str:
 class _Names:
     """New test names made of words the file's own test names use, unlike any graded name."""
 
-    def __init__(self, src: _Sources, graded: set[str], rng: random.Random):
+    def __init__(self, src: Sources, graded: set[str], rng: random.Random):
         # A graded name every candidate contains (Django's methods named `test`) tells no name from another:
         # left out, or no candidate would ever do.
         self.rng, self.graded, self.src = rng, {g for g in graded if g not in PREFIX}, src
@@ -267,7 +141,7 @@ def plan_canaries(
     """The canaries of a run of f2p + p2p, written into `sources` (path -> graded text of the test files
     and the test modules they may inherit from). Pure: the grader writes plan.sources to the sandbox."""
     rng = rng or random.Random()
-    src, plan = _Sources(sources), CanaryPlan()
+    src, plan = Sources(sources), CanaryPlan()
     graded = list(dict.fromkeys(f2p + p2p))
     parsed = {t: parse(t) for t in graded}
     found = {t: src.locate(tid) for t, tid in parsed.items() if tid is not None}
@@ -284,11 +158,11 @@ def plan_canaries(
 
 
 def _rename_graded(
-    src: _Sources,
+    src: Sources,
     plan: CanaryPlan,
     graded: list[str],
     parsed: dict[str, TestId | None],
-    found: dict[str, _Found | None],
+    found: dict[str, Found | None],
     names: _Names,
     format_id: Callable[[TestId], str],
 ) -> dict[str, dict[int, tuple[str, str]]]:
@@ -334,7 +208,7 @@ def _keep_strays(
 
 
 def _follow_calls(
-    src: _Sources,
+    src: Sources,
     plan: CanaryPlan,
     renames: dict[str, dict[int, tuple[str, str]]],
     parse: Callable[[str], TestId | None],
@@ -345,7 +219,7 @@ def _follow_calls(
     calls: dict[str, list[tuple[int, int, int, str]]] = {}
     for path in list(renames):
         for index, (old, new) in list(renames[path].items()):
-            uses = _uses(src, old)
+            uses = uses_of(src, old)
             if uses is None:
                 del renames[path][index]
                 for t in [t for t, run in plan.renamed.items() if parse(run).name == new]:
@@ -358,7 +232,7 @@ def _follow_calls(
 
 
 def _rewritten(
-    src: _Sources,
+    src: Sources,
     plan: CanaryPlan,
     path: str,
     renames: dict[int, tuple[str, str]],
@@ -384,54 +258,6 @@ def _rewritten(
 
 def _name_of(test_id: str) -> str:
     return re.split(r"::|\.", test_id.split("[", 1)[0])[-1]
-
-
-def _uses(src: _Sources, name: str) -> list[tuple[str, int, int, int]] | None:
-    """Where `name` is used besides its def, as (path, line index, start, end) of each load by name or
-    attribute; None when a rename could not follow it (defined more than once, assigned, deleted,
-    imported, a parameter, a global or nonlocal)."""
-    index = src.names()
-    if name in index.bound:
-        return None
-    uses = []
-    for path, node in index.loads.get(name, []):
-        line = src.lines[path][node.lineno - 1]
-        end = len(line.encode()[: node.end_col_offset].decode(errors="replace"))
-        if line[end - len(name) : end] != name:  # spelled otherwise in the source (NFKC): cannot follow it
-            return None
-        uses.append((path, node.lineno - 1, end - len(name), end))
-    return None if uses and index.defs.get(name, 0) != 1 else uses
-
-
-@dataclass
-class _NameIndex:
-    """Every name of the sources, in one walk: how often each is defined, where each is loaded (by name
-    or attribute, on one line), and those a rename cannot follow."""
-
-    defs: dict[str, int] = field(default_factory=dict)
-    loads: dict[str, list[tuple[str, ast.Name | ast.Attribute]]] = field(default_factory=dict)
-    bound: set[str] = field(default_factory=set)
-
-    @classmethod
-    def of(cls, trees: dict[str, ast.Module]) -> _NameIndex:
-        index = cls()
-        for path, tree in trees.items():
-            for node in ast.walk(tree):
-                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                    index.defs[node.name] = index.defs.get(node.name, 0) + 1
-                elif isinstance(node, ast.Name | ast.Attribute):
-                    name = node.id if isinstance(node, ast.Name) else node.attr
-                    if isinstance(node.ctx, ast.Load) and node.lineno == node.end_lineno:
-                        index.loads.setdefault(name, []).append((path, node))
-                    else:
-                        index.bound.add(name)
-                elif isinstance(node, ast.Import | ast.ImportFrom):
-                    index.bound |= {alias.asname or alias.name for alias in node.names} | {a.name for a in node.names}
-                elif isinstance(node, ast.Global | ast.Nonlocal):
-                    index.bound |= set(node.names)
-                elif isinstance(node, ast.arg):
-                    index.bound.add(node.arg)
-        return index
 
 
 def _all(renames: dict[str, dict[int, tuple[str, str]]]) -> list[tuple[str, str]]:

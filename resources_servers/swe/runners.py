@@ -21,7 +21,7 @@ import shlex
 from pathlib import Path
 from typing import Protocol
 
-from resources_servers.swe.canaries import TestId
+from resources_servers.swe.graded_sources import TestId
 from resources_servers.swe.official import read_log
 
 GUARD_SOURCES = Path(__file__).resolve().parent / "guard"
