@@ -35,12 +35,12 @@ from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import free_port, run_cli, stop_session
 from prorl_gym.testing import PYTHON_TOOL, DirectPeer, build_server
 from prorl_gym.tokens.contiguity import token_ids_contiguous
+from prorl_gym.wire.items import TRAINING_FIELDS, chat_message_fields
 from responses_api_models.balanced_vllm_model.app import BalancedVLLMModel
 
 EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 TOOLS = [PYTHON_TOOL]
 TARGETS = {"added_p50_ms": 1.0}
-ID_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
 
 
 async def serve(app: FastAPI) -> tuple[str, uvicorn.Server, asyncio.Task]:
@@ -65,7 +65,13 @@ async def conversation(http: aiohttp.ClientSession, url: str, row: dict, tito_aw
         times.append(time.perf_counter() - started)
         assert r.status == 200, answer
         reply = answer["choices"][0]["message"]
-        messages.append(reply if tito_aware else {k: v for k, v in reply.items() if k not in ID_FIELDS})
+        # a token-aware client sends its reply back with its ids, in the fields NeMo Gym takes (0.7 refuses others)
+        ids = {k: reply[k] for k in TRAINING_FIELDS if reply.get(k) is not None}
+        messages.append(
+            chat_message_fields(reply) | ids
+            if tito_aware
+            else {k: v for k, v in reply.items() if k not in TRAINING_FIELDS}
+        )
         messages += [{"role": "tool", "tool_call_id": c["id"], "content": "42"} for c in reply.get("tool_calls") or []]
     return times
 
