@@ -26,14 +26,13 @@ import time
 from pathlib import Path
 
 import aiohttp
-import uvicorn
 from fastapi import FastAPI
 
 from benchmarks.common import emit, ms, percentile
 from prorl_gym.capture import CaptureGateway, export
 from prorl_gym.paths import REPO_ROOT
 from prorl_gym.stack import free_port, run_cli, stop_session
-from prorl_gym.testing import PYTHON_TOOL, DirectPeer, build_server
+from prorl_gym.testing import PYTHON_TOOL, DirectPeer, build_server, served_app
 from prorl_gym.tokens.contiguity import token_ids_contiguous
 from prorl_gym.wire.items import TRAINING_FIELDS, chat_message_fields
 from responses_api_models.balanced_vllm_model.app import BalancedVLLMModel
@@ -41,15 +40,6 @@ from responses_api_models.balanced_vllm_model.app import BalancedVLLMModel
 EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 TOOLS = [PYTHON_TOOL]
 TARGETS = {"added_p50_ms": 1.0}
-
-
-async def serve(app: FastAPI) -> tuple[str, uvicorn.Server, asyncio.Task]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        await asyncio.sleep(0.01)
-    return f"http://127.0.0.1:{port}", server, task
 
 
 async def conversation(http: aiohttp.ClientSession, url: str, row: dict, tito_aware: bool) -> list[float]:
@@ -110,27 +100,22 @@ async def measure(conversations: int, log_dir: Path) -> dict:
             )
             model_app = model.setup_webserver()
             model.setup_exception_middleware(model_app)
-            model_url, model_server, model_task = await serve(model_app)
-            gateway = CaptureGateway(DirectPeer(model_url, http), "policy_model")
-            app = FastAPI()
-            app.include_router(gateway.router())
-            gateway_url, gateway_server, gateway_task = await serve(app)
-            try:
-                direct, captured, contiguous = [], [], []
-                for i in range(conversations + 10):  # the first 10 of each warm up
-                    row = rows[i % len(rows)]
-                    d = await conversation(http, f"{model_url}/v1", row, tito_aware=True)
-                    key = gateway.open()
-                    c = await conversation(http, f"{gateway_url}/capture/{key}/v1", row, tito_aware=False)
-                    record = gateway.end(key)
-                    if i >= 10:
-                        direct += d
-                        captured += c
-                        contiguous += [token_ids_contiguous(b.output) for b in export(record.tree).branches]
-            finally:
-                for server in (gateway_server, model_server):
-                    server.should_exit = True
-                await asyncio.gather(gateway_task, model_task)
+            async with served_app(model_app, lifespan="on") as model_url:
+                gateway = CaptureGateway(DirectPeer(model_url, http), "policy_model")
+                app = FastAPI()
+                app.include_router(gateway.router())
+                async with served_app(app, lifespan="on") as gateway_url:
+                    direct, captured, contiguous = [], [], []
+                    for i in range(conversations + 10):  # the first 10 of each warm up
+                        row = rows[i % len(rows)]
+                        d = await conversation(http, f"{model_url}/v1", row, tito_aware=True)
+                        key = gateway.open()
+                        c = await conversation(http, f"{gateway_url}/capture/{key}/v1", row, tito_aware=False)
+                        record = gateway.end(key)
+                        if i >= 10:
+                            direct += d
+                            captured += c
+                            contiguous += [token_ids_contiguous(b.output) for b in export(record.tree).branches]
     finally:
         stop_session(policy, grace_s=5)
     p50 = lambda xs: percentile(xs, 50)  # noqa: E731
