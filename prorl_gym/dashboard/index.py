@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import orjson
 
 from prorl_gym.dashboard.live import failure_key
-from prorl_gym.jobs.manager import BatchView
+from prorl_gym.jobs.state import BatchView
 from prorl_gym.wire.items import TOKEN_FIELDS, without_token_ids
 from prorl_gym.wire.records import RolloutRecord
 

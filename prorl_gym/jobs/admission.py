@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What a submission to the job API must be before any of it is accepted (all or nothing): within
 the bounds, its rows well-formed and each within the row bound, its job ids distinct. Pure: the
-job manager (jobs.py) adds what needs its state (conflicts, capacity, the environment's check)."""
+job service (submission.py) adds what needs its state (conflicts, capacity, the environment's check)."""
 
 from __future__ import annotations
 

@@ -149,9 +149,9 @@ class StragglerTotals:
 
 
 class StragglerControl:
-    """The watch over batches with straggler settings. The job manager tells it when a sample starts
-    and finishes and when a batch ends; it calls `act(action, job_id, note)` on a straggler to replace
-    or evict (the job manager's doing: it owns the jobs)."""
+    """The watch over batches with straggler settings. The job service tells it when a sample starts
+    and finishes (runner.py) and when a batch ends; it calls `act(action, job_id, note)` on a straggler
+    to replace or evict (batch_policy.py's doing: the job service owns the jobs)."""
 
     def __init__(self, act: Callable[[Action, str, StragglerNote], None]):
         self._act = act

@@ -10,7 +10,7 @@ whether the token ids obey NeMo RL's contiguity rule. A failed rollout also carr
 to the failures sidecar instead of scoring it 0. The sandbox is released on every path.
 
 The job API (submit batches, stream results, cancel, status; docs/job_api.md) runs the same
-rollout(); its logic is prorl_gym/jobs/manager.py, only its routes are here.
+rollout(); its logic is prorl_gym/jobs/ (JobManager, manager.py, and its parts), only its routes are here.
 """
 
 from prorl_gym.supervise import supervise_early
@@ -42,7 +42,8 @@ from prorl_gym.dashboard.server import Dashboard, DashboardConfig
 from prorl_gym.jobs.admission import JobError
 from prorl_gym.jobs.aggregate import rollout_metrics
 from prorl_gym.jobs.journal import Journal, JournalConfig
-from prorl_gym.jobs.manager import JobManager, current_job_id
+from prorl_gym.jobs.manager import JobManager
+from prorl_gym.jobs.state import current_job_id
 from prorl_gym.lifespan import run_with_app
 from prorl_gym.pipeline.loop import LoopLimits
 from prorl_gym.pipeline.peers import PeerClient

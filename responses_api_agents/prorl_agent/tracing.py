@@ -23,7 +23,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from prorl_gym.jobs.manager import current_job_id
+from prorl_gym.jobs.state import current_job_id
 from prorl_gym.tracing import (
     ARGUMENTS,
     ATTEMPTS,

@@ -10,7 +10,7 @@ import orjson
 from prorl_gym.dashboard.index import SUMMARY_PATHS, Query, RolloutIndex, turns
 from prorl_gym.jobs.journal import Journal as RealJournal
 from prorl_gym.jobs.journal import StreamOffset
-from prorl_gym.jobs.manager import BatchView
+from prorl_gym.jobs.state import BatchView
 
 
 def record(k: int) -> str:

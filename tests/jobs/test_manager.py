@@ -9,6 +9,7 @@ cancellation mid-rollout and admission bounds are all under the test's control.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 
 import pytest
@@ -65,13 +66,22 @@ def fake() -> FakeRollout:
     return FakeRollout()
 
 
+@contextlib.asynccontextmanager
+async def started(rollout, **kwargs):
+    """A started JobManager with the tests' limits (kwargs: the agent's other wiring), closed after."""
+    limits = JobLimits(max_active_jobs=10, max_batch_rows=4, max_batch_jobs=8, cancel_wait_s=2)
+    manager = JobManager(rollout, limits, environments=("math", "math_agent"), stage_stats=lambda: STAGES, **kwargs)
+    await manager.start()
+    try:
+        yield manager
+    finally:
+        await manager.close()
+
+
 @pytest.fixture
 async def manager(fake):
-    limits = JobLimits(max_active_jobs=10, max_batch_rows=4, max_batch_jobs=8, cancel_wait_s=2)
-    manager = JobManager(fake, limits, environments=("math", "math_agent"), stage_stats=lambda: STAGES)
-    await manager.start()
-    yield manager
-    await manager.close()
+    async with started(fake) as manager:
+        yield manager
 
 
 async def submit(manager: JobManager, rows: list, **kwargs):
@@ -81,8 +91,8 @@ async def submit(manager: JobManager, rows: list, **kwargs):
 async def settle(manager: JobManager) -> None:
     """Until the finished rollouts' records are journaled and delivered."""
     await turn()
-    while manager._writes:
-        await asyncio.wait(set(manager._writes))
+    while manager._book.writes:
+        await asyncio.wait(set(manager._book.writes))
         await turn()
 
 
@@ -262,37 +272,38 @@ async def test_bad_requests_are_refused_with_a_reason(manager, fake, rows, kwarg
     assert not fake.calls and (await manager.status()).active_jobs == 0
 
 
-async def test_malformed_rows_are_listed_by_index(manager):
-    manager._validate_row = lambda r: r["task_id"]  # the agent passes its full row validation here
+async def test_malformed_rows_are_listed_by_index(fake):
     rows = [row(0), {"responses_create_params": {"input": "q"}}, 7]
-    with pytest.raises(JobError) as exc:
-        await submit(manager, rows)
+    # the agent passes its full row validation here
+    async with started(fake, validate_row=lambda r: r["task_id"]) as manager:
+        with pytest.raises(JobError) as exc:
+            await submit(manager, rows)
     assert [e["index"] for e in exc.value.extra["rows"]] == [1, 2]
     assert "task_id" in exc.value.extra["rows"][0]["error"] and "JSON object" in exc.value.extra["rows"][1]["error"]
 
 
-async def test_rows_are_checked_against_the_environments_row_model_at_submission(manager, fake):
+async def test_rows_are_checked_against_the_environments_row_model_at_submission(fake):
     async def check(rows):  # the agent asks its resources server (/check_rows)
         return [
             {"index": i, "error": "expected_answer: Field required"} for i, r in enumerate(rows) if "task_id" not in r
         ]
 
-    manager._check_rows = check
     missing = {"responses_create_params": {"input": "q"}}
-    with pytest.raises(JobError) as exc:
-        await submit(manager, [row(0), missing, row(1)])
+    async with started(fake, check_rows=check) as manager:
+        with pytest.raises(JobError) as exc:
+            await submit(manager, [row(0), missing, row(1)])
     assert exc.value.status == 422 and "1 rows do not fit the environment's row model" in exc.value.detail
     assert exc.value.extra["rows"] == [{"index": 1, "error": "expected_answer: Field required"}]
 
     async def unreachable(rows):
         raise ConnectionError("the resources server is gone")
 
-    manager._check_rows = unreachable
-    with pytest.raises(JobError) as exc:
-        await submit(manager, [row(0)])
-    assert exc.value.status == 503 and "the resources server is gone" in exc.value.detail
-    await settle(manager)
-    assert not fake.calls and (await manager.status()).active_jobs == 0  # nothing accepted
+    async with started(fake, check_rows=unreachable) as manager:
+        with pytest.raises(JobError) as exc:
+            await submit(manager, [row(0)])
+        assert exc.value.status == 503 and "the resources server is gone" in exc.value.detail
+        await settle(manager)
+        assert not fake.calls and (await manager.status()).active_jobs == 0  # nothing accepted
 
 
 async def test_a_row_over_the_row_bound_is_413_whatever_the_batch_size(fake):
@@ -357,13 +368,13 @@ async def test_status_reports_stages_counts_and_timing_percentiles(manager, fake
     assert status.timings["init_s"]["n"] == 2 and status.limits.max_active_jobs == 10
 
 
-async def test_a_crashing_rollout_is_an_agent_error_record(manager):
+async def test_a_crashing_rollout_is_an_agent_error_record():
     async def crash(row):
         raise RuntimeError("bug")
 
-    manager._rollout = crash
-    batch = await submit(manager, [row(0)])
-    records = await asyncio.wait_for(collect(manager, batch.batch_id), 1)
+    async with started(crash) as manager:
+        batch = await submit(manager, [row(0)])
+        records = await asyncio.wait_for(collect(manager, batch.batch_id), 1)
     assert records[0]["status"] == "failed" and records[0]["failure"]["type"] == "agent_error"
     assert "bug" in records[0]["failure"]["message"]
 

@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from prorl_gym.jobs.manager import JOB_TASK_PREFIX
+from prorl_gym.jobs.state import JOB_TASK_PREFIX
 from prorl_gym.pipeline.stages import StagePool
 from prorl_gym.tracing import Tracing, TracingConfig
 from responses_api_agents.prorl_agent.tests.test_app import ROW, build_agent
