@@ -39,12 +39,21 @@ run_cli(main)
 """
 
 
-def start(tmp_path: Path, **kwargs) -> subprocess.Popen:
+def start(tmp_path: Path, sighup=signal.SIG_DFL) -> subprocess.Popen:
+    """The command, with SIGHUP as `sighup` when it starts: the default unless a test says otherwise, whatever
+    the suite itself was started under (`nohup make test` hands every child an ignored SIGHUP)."""
     script = tmp_path / "command.py"
     script.write_text(COMMAND)
     argv = [sys.executable, str(script), str(tmp_path / "done")]
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, **kwargs)
+    return subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, sighup),
+    )
 
 
 def expect_line(proc: subprocess.Popen, line: str) -> None:
@@ -66,7 +75,7 @@ def test_a_stop_signal_runs_the_teardown_and_a_second_does_not_abort_it(tmp_path
 
 def test_an_ignored_sighup_stays_ignored(tmp_path):
     """`nohup make eval ...`: the terminal going away must not stop it."""
-    proc = start(tmp_path, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    proc = start(tmp_path, sighup=signal.SIG_IGN)
     expect_line(proc, "ready")
     proc.send_signal(signal.SIGHUP)
     proc.send_signal(signal.SIGTERM)  # pending together, SIGHUP (1) would be handled first
@@ -82,7 +91,13 @@ def test_a_command_run_by_make_stops_when_make_is_killed(tmp_path):
     makefile = tmp_path / "Makefile"
     makefile.write_text(f"run:\n\t{sys.executable} {script} {tmp_path / 'done'}\n")
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    make = subprocess.Popen(["make", "-s", "-f", str(makefile), "run"], stdout=subprocess.PIPE, text=True, env=env)
+    make = subprocess.Popen(
+        ["make", "-s", "-f", str(makefile), "run"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
+    )
     assert make.stdout.readline().strip() == "ready"
     make.send_signal(signal.SIGTERM)  # make alone: `kill <make's pid>`
     make.wait(timeout=30)
