@@ -23,18 +23,22 @@ from prorl_gym.stack import free_port, stop_session
 EXAMPLE = REPO_ROOT / "resources_servers" / "math" / "data" / "example.jsonl"
 
 
-def _scripted_policy(log, *extra: str) -> tuple[subprocess.Popen, str]:
+def _scripted_policy(log, *extra: str) -> tuple[subprocess.Popen, int]:
     port = free_port()
     argv = [sys.executable, "-m", "responses_api_models.scripted_policy", "--data", str(EXAMPLE), "--port", str(port)]
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [*argv, *extra], cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
+    return proc, port
+
+
+def _wait_up(proc: subprocess.Popen, port: int, log) -> str:
     deadline = time.monotonic() + 60
     while True:
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-            return proc, f"http://127.0.0.1:{port}/v1"
+            return f"http://127.0.0.1:{port}/v1"
         except OSError:
             assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
@@ -42,13 +46,18 @@ def _scripted_policy(log, *extra: str) -> tuple[subprocess.Popen, str]:
 
 @pytest.fixture(scope="module")
 def endpoints(tmp_path_factory):
-    """{'vllm': url, 'plain': url}: the scripted policy as vLLM, and as a server without token ids."""
+    """{'vllm': url, 'plain': url}: the scripted policy as vLLM, and as a server without token ids (started
+    together)."""
     logs = tmp_path_factory.mktemp("policies")
-    vllm, vllm_url = _scripted_policy(logs / "vllm.log")
-    plain, plain_url = _scripted_policy(logs / "plain.log", "--plain")
-    yield {"vllm": vllm_url, "plain": plain_url}
-    for proc in (vllm, plain):
-        stop_session(proc)
+    started = {
+        name: (*_scripted_policy(logs / f"{name}.log", *extra), logs / f"{name}.log")
+        for name, extra in (("vllm", ()), ("plain", ("--plain",)))
+    }
+    try:
+        yield {name: _wait_up(proc, port, log) for name, (proc, port, log) in started.items()}
+    finally:
+        for proc, _, _ in started.values():
+            stop_session(proc)
 
 
 def check(url: str, model: str = "scripted-gold", token_ids: bool = True) -> list[str]:
