@@ -124,7 +124,7 @@ async def test_exchange_reads_the_answer_whole_with_the_cookies_the_peer_set():
         return response
 
     async def slow(request: web.Request) -> web.Response:
-        await asyncio.sleep(5)
+        await asyncio.sleep(1)  # past the call's bound below; the server's cleanup waits for it
         return web.json_response({})
 
     runner, port = await _serve([("POST", "/seed", seed), ("GET", "/slow", slow)])
