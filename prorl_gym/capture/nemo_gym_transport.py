@@ -29,6 +29,7 @@ from nemo_gym.token_id_capture.protocols import LineageMatch, LineageResolution,
 from nemo_gym.token_id_capture.records import ParentResolutionStatus, TokenEntry
 
 from prorl_gym.errors import ProrlError
+from prorl_gym.pipeline.peers import error_detail
 
 
 class LedgerRefused(ProrlError):
@@ -49,7 +50,7 @@ class _LedgerClient:
         async with self._session.post(url, data=data, headers={"Content-Type": "application/json"}) as response:
             payload = await response.read()
             if response.status == 409:
-                raise LedgerRefused(orjson.loads(payload).get("detail", payload.decode(errors="replace")))
+                raise LedgerRefused(error_detail(payload))
             response.raise_for_status()
             return orjson.loads(payload) if payload else None
 
